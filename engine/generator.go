@@ -1,0 +1,338 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Errors returned by the generator. The resp package turns them into wire
+// errors (CLOCKBACK, ERR ...).
+var (
+	// ErrClockBack: the wall clock is further behind the logical clock than
+	// the allowed borrow. Returned as a *ClockBackError, which says how far.
+	ErrClockBack = errors.New("clock is behind issued IDs")
+	// ErrInvalidID: Decode was given something that is not an ID.
+	ErrInvalidID = errors.New("invalid id")
+	// ErrTimeExhausted: the layout's time bits cannot hold the current time.
+	ErrTimeExhausted = errors.New("the layout's time bits are used up")
+	// ErrHighWater: the high-water mark could not be stored, so no ID whose
+	// time lies beyond the stored mark may leave the node.
+	ErrHighWater = errors.New("cannot store the high-water mark")
+	// ErrClosed: the generator has been closed.
+	ErrClosed = errors.New("generator is closed")
+)
+
+// ClockBackError is ErrClockBack with the distance, in milliseconds,
+// between the wall clock and the time the next ID would carry.
+type ClockBackError struct{ BehindMS int64 }
+
+func (e *ClockBackError) Error() string {
+	return fmt.Sprintf("clock is %d ms behind issued IDs", e.BehindMS)
+}
+
+// Is makes errors.Is(err, ErrClockBack) true.
+func (e *ClockBackError) Is(target error) bool { return target == ErrClockBack }
+
+// Clock reads the wall clock. Production passes time.Now; tests a fake.
+type Clock func() time.Time
+
+// HighWaterStore keeps the snowflake high-water mark: every ID the node has
+// ever let out has a time below it.
+type HighWaterStore interface {
+	// HighWater returns the stored mark in milliseconds since the epoch,
+	// 0 when none was ever stored.
+	HighWater() (int64, error)
+	// SetHighWaterSync stores the mark and returns only once it is durable
+	// (fsync).
+	SetHighWaterSync(ms int64) error
+}
+
+// Config sets up a Generator.
+type Config struct {
+	Layout    Layout
+	Worker    int64
+	Window    time.Duration // how far ahead the high-water is reserved; default 3s
+	MaxBorrow time.Duration // how far logical time may run ahead of the wall clock; default 1s
+}
+
+// Generator issues snowflake and gene IDs for one worker. It is safe for
+// concurrent use.
+//
+// IDs are allocated in "slots": slot = time<<SeqBits | sequence<<GeneBits | gene,
+// i.e. an ID without its worker bits. A slot's carry out of the sequence
+// goes into time, so "the next free slot of gene g above s" is plain
+// arithmetic, and moving to the next millisecond on exhaustion is free.
+type Generator struct {
+	layout    Layout
+	now       Clock
+	store     HighWaterStore
+	epochMS   int64
+	windowMS  int64
+	borrowMS  int64
+	seqBits   uint
+	timeShift uint
+	geneMask  int64
+	geneStep  int64
+	fieldMask int64
+	worker    int64 // worker << SeqBits
+	maxTime   int64
+
+	reserved  atomic.Int64 // durable high-water: every issued time is below it
+	reserveMu sync.Mutex   // serialises store writes so they only go up
+	kick      chan struct{}
+
+	mu        sync.Mutex
+	closed    bool
+	bootFloor int64   // logical ms the node started at, less any clock fault
+	cur       int64   // logical clock: the latest wall ms seen, or the start
+	floor     int64   // every new slot is above this
+	maxIssued int64   // largest slot issued
+	lastNext  int64   // last NEXTID slot: NEXTIDs strictly increase
+	lanes     []int64 // per gene: last slot issued with that gene
+	cursor    int64   // next gene NEXTID uses
+}
+
+// New loads the stored high-water, starts the logical clock at
+// max(wall, high-water+1ms), and reserves the first window before it
+// returns, so the generator can issue at once.
+func New(cfg Config, now Clock, store HighWaterStore) (*Generator, error) {
+	l := cfg.Layout
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Worker < 0 || cfg.Worker > l.MaxWorker() {
+		return nil, fmt.Errorf("worker id %d does not fit in %d worker bits (0..%d)", cfg.Worker, l.WorkerBits, l.MaxWorker())
+	}
+	if cfg.Window <= 0 {
+		cfg.Window = 3 * time.Second
+	}
+	if cfg.MaxBorrow < 0 {
+		return nil, errors.New("max-borrow must not be negative")
+	}
+	g := &Generator{
+		layout:    l,
+		now:       now,
+		store:     store,
+		epochMS:   l.Epoch.UnixMilli(),
+		windowMS:  max(cfg.Window.Milliseconds(), 2),
+		borrowMS:  cfg.MaxBorrow.Milliseconds(),
+		seqBits:   uint(l.SeqBits),
+		timeShift: uint(l.WorkerBits + l.SeqBits),
+		geneMask:  1<<l.GeneBits - 1,
+		geneStep:  1 << l.GeneBits,
+		fieldMask: 1<<l.SeqBits - 1,
+		worker:    cfg.Worker << l.SeqBits,
+		maxTime:   1 << l.TimeBits,
+		kick:      make(chan struct{}, 1),
+		lanes:     make([]int64, 1<<l.GeneBits),
+	}
+	hw, err := store.HighWater()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrHighWater, err)
+	}
+	g.reserved.Store(hw)
+	wall := g.wallMS()
+	start := max(wall, hw+1)
+	// The stored mark runs up to a window ahead of the clock by design;
+	// starting above it is not a clock fault and is not counted as borrowing.
+	// A mark further ahead than that means the clock went back: that part is.
+	g.bootFloor = min(start, wall+g.windowMS)
+	g.cur = start
+	g.floor = start<<g.seqBits - 1
+	g.maxIssued, g.lastNext = g.floor, g.floor
+	for i := range g.lanes {
+		g.lanes[i] = g.floor
+	}
+	if start >= g.maxTime {
+		return nil, ErrTimeExhausted
+	}
+	if err := g.reserve(start + g.windowMS); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// Layout returns the generator's layout.
+func (g *Generator) Layout() Layout { return g.layout }
+
+func (g *Generator) wallMS() int64 { return g.now().UnixMilli() - g.epochMS }
+
+// NextID issues one ID, choosing the gene itself in turn.
+func (g *Generator) NextID() (int64, error) {
+	ids, err := g.NextIDs(make([]int64, 0, 1), 1)
+	if err != nil {
+		return 0, err
+	}
+	return ids[0], nil
+}
+
+// NextIDs appends n strictly increasing IDs to dst. Genes go round in turn,
+// continuing where the previous call stopped.
+func (g *Generator) NextIDs(dst []int64, n int) ([]int64, error) {
+	return g.issue(dst, n, -1)
+}
+
+// GeneIDs appends n strictly increasing IDs that all carry gene to dst.
+func (g *Generator) GeneIDs(dst []int64, gene uint32, n int) ([]int64, error) {
+	return g.issue(dst, n, int64(gene)&g.geneMask)
+}
+
+// issue hands out n slots of one gene, or of genes in turn when gene < 0.
+// On an error midway, the slots already taken are dropped: a gap, never a
+// repeat.
+func (g *Generator) issue(dst []int64, n int, gene int64) ([]int64, error) {
+	wall := g.wallMS()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return dst, ErrClosed
+	}
+	if wall > g.cur {
+		// A new logical millisecond: everything from now on is above
+		// everything issued in earlier ones.
+		g.cur = wall
+		g.floor = max(wall<<g.seqBits-1, g.maxIssued)
+	}
+	ref := max(wall, g.bootFloor)
+	start := len(dst)
+	for range n {
+		lo, gn := g.floor, gene
+		if gn < 0 {
+			gn = g.cursor
+			lo = max(lo, g.lastNext)
+		}
+		lo = max(lo, g.lanes[gn])
+		slot := lo&^g.geneMask | gn
+		if slot <= lo {
+			slot += g.geneStep
+		}
+		t := slot >> g.seqBits
+		if t-ref > g.borrowMS {
+			return dst[:start], &ClockBackError{BehindMS: t - wall}
+		}
+		if t >= g.maxTime {
+			return dst[:start], ErrTimeExhausted
+		}
+		if t >= g.reserved.Load() {
+			// The background step fell behind: reserve now, on the hot path.
+			if err := g.reserve(t + g.windowMS); err != nil {
+				return dst[:start], err
+			}
+		}
+		g.lanes[gn] = slot
+		if gene < 0 {
+			g.lastNext = slot
+			g.cursor = (gn + 1) & g.geneMask
+		}
+		g.maxIssued = max(g.maxIssued, slot)
+		dst = append(dst, slot>>g.seqBits<<g.timeShift|g.worker|slot&g.fieldMask)
+	}
+	if g.reserved.Load()-g.maxIssued>>g.seqBits < g.windowMS/2 {
+		select {
+		case g.kick <- struct{}{}:
+		default:
+		}
+	}
+	return dst, nil
+}
+
+// reserve makes ms the durable high-water if it is above the current one.
+// Writes are serialised so the stored mark never goes down.
+func (g *Generator) reserve(ms int64) error {
+	g.reserveMu.Lock()
+	defer g.reserveMu.Unlock()
+	if ms <= g.reserved.Load() {
+		return nil
+	}
+	if err := g.store.SetHighWaterSync(ms); err != nil {
+		return fmt.Errorf("%w: %v", ErrHighWater, err)
+	}
+	g.reserved.Store(ms)
+	return nil
+}
+
+// ReserveAhead extends the high-water to a window past the logical clock
+// when less than half a window is left. Run calls it; tests may too.
+func (g *Generator) ReserveAhead() error {
+	wall := g.wallMS()
+	g.mu.Lock()
+	base := max(wall, g.cur, g.maxIssued>>g.seqBits)
+	closed := g.closed
+	g.mu.Unlock()
+	if closed || g.reserved.Load()-base >= g.windowMS/2 {
+		return nil
+	}
+	return g.reserve(base + g.windowMS)
+}
+
+// Run keeps the high-water reserved ahead until ctx is done. Errors go to
+// onError (a failed step is retried on the next tick, and the hot path
+// reserves for itself if the window runs out).
+func (g *Generator) Run(ctx context.Context, onError func(error)) {
+	tick := time.NewTicker(time.Duration(max(g.windowMS/8, 5)) * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-g.kick:
+		}
+		if err := g.ReserveAhead(); err != nil && onError != nil {
+			onError(err)
+		}
+	}
+}
+
+// Close stops issuing and lowers the stored high-water to just above the
+// last issued ID, so that a clean restart does not start a window ahead.
+func (g *Generator) Close() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return nil
+	}
+	g.closed = true
+	g.reserveMu.Lock()
+	defer g.reserveMu.Unlock()
+	exact := g.maxIssued>>g.seqBits + 1
+	if exact >= g.reserved.Load() {
+		return nil
+	}
+	if err := g.store.SetHighWaterSync(exact); err != nil {
+		return fmt.Errorf("%w: %v", ErrHighWater, err)
+	}
+	g.reserved.Store(exact)
+	return nil
+}
+
+// Status is a snapshot for INFO and metrics.
+type Status struct {
+	Worker        int64
+	LogicalMS     int64 // logical clock, ms since the epoch
+	LastTimeMS    int64 // time of the largest ID issued, ms since the epoch
+	HighWaterMS   int64 // durable high-water, ms since the epoch
+	BorrowMS      int64 // how far issued IDs run ahead of the wall clock (0 if not)
+	WindowAheadMS int64 // high-water minus wall clock
+}
+
+// Status reports the generator's clocks.
+func (g *Generator) Status() Status {
+	wall := g.wallMS()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	last := g.maxIssued >> g.seqBits
+	hw := g.reserved.Load()
+	return Status{
+		Worker:        g.worker >> g.seqBits,
+		LogicalMS:     g.cur,
+		LastTimeMS:    last,
+		HighWaterMS:   hw,
+		BorrowMS:      max(0, last-wall),
+		WindowAheadMS: hw - wall,
+	}
+}

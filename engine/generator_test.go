@@ -1,0 +1,594 @@
+package engine
+
+import (
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeClock is a settable wall clock.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{t: DefaultEpoch.Add(400 * 24 * time.Hour)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Step(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// memStore is an in-memory HighWaterStore that counts writes and can fail.
+type memStore struct {
+	mu     sync.Mutex
+	hw     int64
+	writes int
+	fail   error
+}
+
+func (s *memStore) HighWater() (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hw, nil
+}
+
+func (s *memStore) SetHighWaterSync(ms int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return s.fail
+	}
+	s.hw = ms
+	s.writes++
+	return nil
+}
+
+func newGen(t *testing.T, clock *fakeClock, store *memStore, mod func(*Config)) *Generator {
+	t.Helper()
+	cfg := Config{Layout: DefaultLayout(), Worker: 5, Window: 3 * time.Second, MaxBorrow: time.Second}
+	if mod != nil {
+		mod(&cfg)
+	}
+	g, err := New(cfg, clock.Now, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// issuedSet checks that IDs never repeat across calls.
+type issuedSet map[int64]struct{}
+
+func (s issuedSet) add(t *testing.T, ids ...int64) {
+	t.Helper()
+	for _, id := range ids {
+		if _, dup := s[id]; dup {
+			t.Fatalf("duplicate id %d", id)
+		}
+		s[id] = struct{}{}
+	}
+}
+
+func TestLayoutRoundTripThroughDecode(t *testing.T) {
+	layouts := []Layout{
+		DefaultLayout(),
+		{Epoch: DefaultEpoch, TimeBits: 41, WorkerBits: 10, SeqBits: 12, GeneBits: 0},
+		{Epoch: DefaultEpoch, TimeBits: 41, WorkerBits: 10, SeqBits: 12, GeneBits: 12},
+		{Epoch: time.Date(2020, 6, 1, 0, 0, 0, 0, time.UTC), TimeBits: 42, WorkerBits: 5, SeqBits: 16, GeneBits: 4},
+		{Epoch: DefaultEpoch, TimeBits: 39, WorkerBits: 0, SeqBits: 24 - 2, GeneBits: 10},
+	}
+	for _, l := range layouts {
+		if l.TimeBits+l.WorkerBits+l.SeqBits != 63 {
+			l.WorkerBits = 63 - l.TimeBits - l.SeqBits
+		}
+		t.Run(l.String(), func(t *testing.T) {
+			clock := newFakeClock()
+			worker := l.MaxWorker()
+			g := newGen(t, clock, &memStore{}, func(c *Config) { c.Layout = l; c.Worker = worker })
+			wantMS := clock.Now().UnixMilli()
+			ids, err := g.NextIDs(nil, 3000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, id := range ids {
+				p, err := l.Decode(id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if p.Worker != worker {
+					t.Fatalf("worker %d, want %d", p.Worker, worker)
+				}
+				if p.UnixMS < wantMS || p.UnixMS > wantMS+int64(len(ids)) {
+					t.Fatalf("time %d outside [%d, %d]", p.UnixMS, wantMS, wantMS+int64(len(ids)))
+				}
+				if !p.Time.Equal(time.UnixMilli(p.UnixMS)) {
+					t.Fatalf("Time %v does not match UnixMS %d", p.Time, p.UnixMS)
+				}
+				rebuilt := (p.UnixMS-l.Epoch.UnixMilli())<<(l.WorkerBits+l.SeqBits) | p.Worker<<l.SeqBits | p.Sequence<<l.GeneBits | p.Gene
+				if rebuilt != id {
+					t.Fatalf("id %d (#%d) rebuilt as %d from %+v", id, i, rebuilt, p)
+				}
+			}
+		})
+	}
+}
+
+func TestDecodeRejectsImpossibleIDs(t *testing.T) {
+	for _, id := range []int64{0, -1, -1 << 63} {
+		if _, err := DefaultLayout().Decode(id); !errors.Is(err, ErrInvalidID) {
+			t.Errorf("Decode(%d) = %v, want ErrInvalidID", id, err)
+		}
+	}
+}
+
+func TestLayoutValidate(t *testing.T) {
+	bad := []Layout{
+		{Epoch: DefaultEpoch, TimeBits: 41, WorkerBits: 10, SeqBits: 11, GeneBits: 8},  // sum 62
+		{Epoch: DefaultEpoch, TimeBits: 41, WorkerBits: 10, SeqBits: 12, GeneBits: 13}, // gene > seq
+		{Epoch: DefaultEpoch, TimeBits: 20, WorkerBits: 31, SeqBits: 12, GeneBits: 8},  // too little time
+		{TimeBits: 41, WorkerBits: 10, SeqBits: 12, GeneBits: 8},                       // no epoch
+	}
+	for _, l := range bad {
+		if l.Validate() == nil {
+			t.Errorf("%s validated", l)
+		}
+	}
+	if err := DefaultLayout().Validate(); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestGeneOf(t *testing.T) {
+	l := DefaultLayout()
+	cases := map[string]uint32{
+		"0":                   0,
+		"7":                   7,
+		"256":                 0,
+		"1000001":             1000001 % 256,
+		"9223372036854775807": uint32(uint64(9223372036854775807) % 256),
+	}
+	for in, want := range cases {
+		if got := l.Gene([]byte(in)); got != want {
+			t.Errorf("Gene(%q) = %d, want %d", in, got, want)
+		}
+	}
+	// Not canonical integers: hashed with crc32.
+	for _, in := range []string{"007", "-5", "+5", "9223372036854775808", "18446744073709551617", "abc", "1 ", ""} {
+		want := crc32ieee(in) % 256
+		if got := l.Gene([]byte(in)); got != want {
+			t.Errorf("Gene(%q) = %d, want crc32 %d", in, got, want)
+		}
+	}
+}
+
+// crc32ieee is a bitwise CRC-32 (IEEE), written out so the test does not
+// check the code against itself.
+func crc32ieee(s string) uint32 {
+	crc := ^uint32(0)
+	for i := 0; i < len(s); i++ {
+		crc ^= uint32(s[i])
+		for range 8 {
+			if crc&1 == 1 {
+				crc = crc>>1 ^ 0xEDB88320
+			} else {
+				crc >>= 1
+			}
+		}
+	}
+	return ^crc
+}
+
+func TestGeneIDPropertyEveryPowerOfTwo(t *testing.T) {
+	for _, geneBits := range []int{0, 1, 4, 8, 12} {
+		l := DefaultLayout()
+		l.GeneBits = geneBits
+		g := newGen(t, newFakeClock(), &memStore{}, func(c *Config) { c.Layout = l })
+		seen := issuedSet{}
+		r := rand.New(rand.NewPCG(1, 2))
+		for range 2000 {
+			buyer := r.Int64N(1 << 40)
+			var key []byte
+			if r.IntN(2) == 0 {
+				key = []byte{byte(r.IntN(256)), byte(r.IntN(256)), 'x'}
+			} else {
+				key = []byte(itoa(buyer))
+			}
+			gene := l.Gene(key)
+			ids, err := g.GeneIDs(nil, gene, 1+r.IntN(3))
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen.add(t, ids...)
+			for _, id := range ids {
+				for s := int64(1); s <= 1<<geneBits; s <<= 1 {
+					if id%s != int64(gene)%s {
+						t.Fatalf("gene-bits %d: id %d %% %d = %d, gene %d %% %d = %d", geneBits, id, s, id%s, gene, s, int64(gene)%s)
+					}
+				}
+				if r.IntN(2) == 0 && key[len(key)-1] != 'x' {
+					if id%(1<<geneBits) != buyer%(1<<geneBits) {
+						t.Fatalf("order %d does not route with buyer %d", id, buyer)
+					}
+				}
+			}
+		}
+	}
+}
+
+func itoa(n int64) string {
+	if n == 0 {
+		return "0"
+	}
+	var b []byte
+	for ; n > 0; n /= 10 {
+		b = append([]byte{byte('0' + n%10)}, b...)
+	}
+	return string(b)
+}
+
+func TestNextIDSpreadsOverGenesAtLowRate(t *testing.T) {
+	clock := newFakeClock()
+	g := newGen(t, clock, &memStore{}, nil)
+	counts := make([]int, 16)
+	for range 16 * 50 {
+		clock.Step(time.Hour) // one request an hour: every ID in a new millisecond
+		if err := g.ReserveAhead(); err != nil {
+			t.Fatal(err)
+		}
+		id, err := g.NextID()
+		if err != nil {
+			t.Fatal(err)
+		}
+		counts[id%16]++
+	}
+	for shard, n := range counts {
+		if n != 50 {
+			t.Fatalf("shard %d got %d of 800 IDs, want exactly 50: %v", shard, n, counts)
+		}
+	}
+}
+
+func TestNextIDStrictlyIncreasesAndFillsTheMillisecond(t *testing.T) {
+	clock := newFakeClock()
+	g := newGen(t, clock, &memStore{}, nil)
+	ids, err := g.NextIDs(nil, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < len(ids); i++ {
+		if ids[i] <= ids[i-1] {
+			t.Fatalf("id %d <= previous %d", ids[i], ids[i-1])
+		}
+	}
+	// A frozen clock: 10000 IDs need ceil(10000/4096) = 3 milliseconds,
+	// borrowed ahead of the wall clock.
+	l := g.Layout()
+	first, _ := l.Decode(ids[0])
+	last, _ := l.Decode(ids[len(ids)-1])
+	if span := last.UnixMS - first.UnixMS; span != 2 {
+		t.Fatalf("10000 IDs spread over %d ms, want 3 (4096 per ms)", span+1)
+	}
+}
+
+func TestSequenceExhaustionBorrowsThenClockBack(t *testing.T) {
+	clock := newFakeClock()
+	g := newGen(t, clock, &memStore{}, func(c *Config) { c.MaxBorrow = 10 * time.Millisecond })
+	// 11 ms of sequence: the wall ms and 10 borrowed ones.
+	ids, err := g.NextIDs(nil, 11*4096)
+	if err != nil {
+		t.Fatalf("within max-borrow: %v", err)
+	}
+	_, err = g.NextID()
+	var cb *ClockBackError
+	if !errors.As(err, &cb) || cb.BehindMS != 11 {
+		t.Fatalf("past max-borrow: got %v, want CLOCKBACK 11 ms", err)
+	}
+	clock.Step(time.Millisecond)
+	id, err := g.NextID()
+	if err != nil {
+		t.Fatalf("after the wall clock moved: %v", err)
+	}
+	if id <= ids[len(ids)-1] {
+		t.Fatal("not increasing after exhaustion")
+	}
+}
+
+func TestMixedNextAndGeneKeepTheirOrders(t *testing.T) {
+	clock := newFakeClock()
+	g := newGen(t, clock, &memStore{}, func(c *Config) { c.MaxBorrow = time.Hour })
+	r := rand.New(rand.NewPCG(3, 4))
+	seen := issuedSet{}
+	var lastNext int64
+	lastGene := map[uint32]int64{}
+	earlier := int64(0) // largest ID issued in earlier logical milliseconds
+	var thisMS int64
+	for i := range 200000 {
+		if r.IntN(500) == 0 {
+			clock.Step(time.Duration(1+r.IntN(2)) * time.Millisecond)
+			earlier = max(earlier, thisMS)
+		}
+		if i%2 == 0 {
+			id, err := g.NextID()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if id <= lastNext {
+				t.Fatalf("NEXTID %d after %d", id, lastNext)
+			}
+			lastNext = id
+			seen.add(t, id)
+			thisMS = max(thisMS, id)
+			if id <= earlier {
+				t.Fatalf("id %d not above %d from an earlier logical ms", id, earlier)
+			}
+		} else {
+			gene := uint32(r.IntN(256))
+			ids, err := g.GeneIDs(nil, gene, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ids[0] <= lastGene[gene] {
+				t.Fatalf("gene %d: %d after %d", gene, ids[0], lastGene[gene])
+			}
+			lastGene[gene] = ids[0]
+			seen.add(t, ids[0])
+			thisMS = max(thisMS, ids[0])
+			if ids[0] <= earlier {
+				t.Fatalf("id %d not above %d from an earlier logical ms", ids[0], earlier)
+			}
+		}
+	}
+}
+
+func TestGeneBurstOverRandomGenesFillsTheMillisecond(t *testing.T) {
+	clock := newFakeClock()
+	g := newGen(t, clock, &memStore{}, nil)
+	r := rand.New(rand.NewPCG(5, 6))
+	// 100 ms worth at 4096 per ms. Each gene has 16 slots a millisecond and
+	// random genes load them unevenly, so genes run ahead on their own lanes
+	// instead of dragging the whole node to the next millisecond.
+	const n = 409600
+	lo, hi := int64(1<<62), int64(0)
+	for range n {
+		ids, err := g.GeneIDs(nil, uint32(r.IntN(256)), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _ := g.Layout().Decode(ids[0])
+		lo, hi = min(lo, p.UnixMS), max(hi, p.UnixMS)
+	}
+	perMS := float64(n) / float64(hi-lo+1)
+	t.Logf("random-gene burst: %.0f IDs per ms (ceiling 4096)", perMS)
+	if perMS < 0.9*4096 {
+		t.Fatalf("random-gene burst reached %.0f IDs per ms, want close to 4096", perMS)
+	}
+}
+
+func TestClockStepsBack(t *testing.T) {
+	for _, step := range []time.Duration{time.Millisecond, 500 * time.Millisecond, 5 * time.Second, time.Hour} {
+		t.Run(step.String(), func(t *testing.T) {
+			clock := newFakeClock()
+			g := newGen(t, clock, &memStore{}, nil)
+			seen := issuedSet{}
+			var last int64
+			issue := func() error {
+				id, err := g.NextID()
+				if err == nil {
+					seen.add(t, id)
+					if id <= last {
+						t.Fatalf("id %d after %d", id, last)
+					}
+					last = id
+				}
+				return err
+			}
+			for range 5000 {
+				clock.Step(time.Millisecond / 4)
+				if err := issue(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			clock.Step(-step)
+			clockbacks, issued := 0, 0
+			for elapsed := time.Duration(0); elapsed < step+2*time.Second; elapsed += time.Millisecond {
+				clock.Step(time.Millisecond)
+				if err := g.ReserveAhead(); err != nil {
+					t.Fatal(err)
+				}
+				err := issue()
+				switch {
+				case err == nil:
+					issued++
+				case errors.Is(err, ErrClockBack):
+					clockbacks++
+				default:
+					t.Fatal(err)
+				}
+			}
+			if step <= time.Second && clockbacks > 0 {
+				t.Fatalf("step back %v within max-borrow gave %d CLOCKBACKs", step, clockbacks)
+			}
+			if step > time.Second && clockbacks == 0 {
+				t.Fatalf("step back %v beyond max-borrow gave no CLOCKBACK", step)
+			}
+			if issued < 1000 {
+				t.Fatalf("only %d IDs issued after the clock caught up", issued)
+			}
+		})
+	}
+}
+
+func TestRestartStartsAboveStoredHighWater(t *testing.T) {
+	for _, step := range []time.Duration{0, 500 * time.Millisecond, 5 * time.Second, time.Hour} {
+		t.Run("back "+step.String(), func(t *testing.T) {
+			clock := newFakeClock()
+			store := &memStore{}
+			g := newGen(t, clock, store, nil)
+			var last int64
+			for range 3000 {
+				clock.Step(time.Millisecond)
+				if err := g.ReserveAhead(); err != nil {
+					t.Fatal(err)
+				}
+				id, err := g.NextID()
+				if err != nil {
+					t.Fatal(err)
+				}
+				last = id
+			}
+			// Crash: no Close, the store keeps the reserved window.
+			clock.Step(-step)
+			g2 := newGen(t, clock, store, nil)
+			id, err := g2.NextID()
+			if step <= time.Second {
+				// The reserved window is ours, not a clock fault: serve at once.
+				if err != nil {
+					t.Fatalf("restart after a %v step back: %v", step, err)
+				}
+			} else {
+				if !errors.Is(err, ErrClockBack) {
+					t.Fatalf("restart after a %v step back: got %v, want CLOCKBACK", step, err)
+				}
+				for errors.Is(err, ErrClockBack) {
+					clock.Step(10 * time.Millisecond)
+					id, err = g2.NextID()
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			if id <= last {
+				t.Fatalf("after restart id %d <= %d issued before", id, last)
+			}
+		})
+	}
+}
+
+func TestCleanCloseLowersHighWater(t *testing.T) {
+	clock := newFakeClock()
+	store := &memStore{}
+	g := newGen(t, clock, store, nil)
+	id, err := g.NextID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.NextID(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after Close: %v", err)
+	}
+	p, _ := g.Layout().Decode(id)
+	if want := p.UnixMS - DefaultEpoch.UnixMilli() + 1; store.hw != want {
+		t.Fatalf("high-water after Close = %d, want %d", store.hw, want)
+	}
+	g2 := newGen(t, clock, store, nil)
+	id2, err := g2.NextID()
+	if err != nil || id2 <= id {
+		t.Fatalf("after a clean restart: %d, %v (before: %d)", id2, err, id)
+	}
+}
+
+func TestWindowReservedAheadAndRarely(t *testing.T) {
+	clock := newFakeClock()
+	store := &memStore{}
+	g := newGen(t, clock, store, nil)
+	writes0 := store.writes
+	for range 60000 { // one minute, one ID per ms
+		clock.Step(time.Millisecond)
+		if err := g.ReserveAhead(); err != nil {
+			t.Fatal(err)
+		}
+		id, err := g.NextID()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _ := g.Layout().Decode(id)
+		if ms := p.UnixMS - DefaultEpoch.UnixMilli(); ms >= store.hw {
+			t.Fatalf("id time %d not below the stored high-water %d", ms, store.hw)
+		}
+	}
+	// Extended by a window whenever half a window is left: about 40 writes.
+	if w := store.writes - writes0; w < 20 || w > 60 {
+		t.Fatalf("%d high-water writes in a minute, want about 40", w)
+	}
+}
+
+func TestHotPathReservesWhenBackgroundIsLate(t *testing.T) {
+	clock := newFakeClock()
+	store := &memStore{}
+	g := newGen(t, clock, store, nil)
+	clock.Step(10 * time.Second) // past the window, no background step ran
+	id, err := g.NextID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := g.Layout().Decode(id)
+	if ms := p.UnixMS - DefaultEpoch.UnixMilli(); ms >= store.hw {
+		t.Fatalf("id time %d not below the stored high-water %d", ms, store.hw)
+	}
+	store.fail = errors.New("disk full")
+	clock.Step(10 * time.Second)
+	if _, err := g.NextID(); !errors.Is(err, ErrHighWater) {
+		t.Fatalf("store failure: got %v, want ErrHighWater", err)
+	}
+}
+
+func TestConcurrentIssuersNeverRepeat(t *testing.T) {
+	clock := newFakeClock()
+	g := newGen(t, clock, &memStore{}, func(c *Config) { c.MaxBorrow = time.Hour })
+	var wg sync.WaitGroup
+	results := make([][]int64, 8)
+	for w := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 2000 {
+				var ids []int64
+				var err error
+				if i%3 == 0 {
+					ids, err = g.GeneIDs(nil, uint32(i%7), 3)
+				} else {
+					ids, err = g.NextIDs(nil, 1+i%5)
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				results[w] = append(results[w], ids...)
+				if i%100 == 0 {
+					clock.Step(time.Millisecond)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	seen := issuedSet{}
+	for _, ids := range results {
+		seen.add(t, ids...)
+	}
+}
+
+func BenchmarkNextID(b *testing.B) {
+	g, err := New(Config{Layout: DefaultLayout(), MaxBorrow: time.Second}, time.Now, &memStore{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	buf := make([]int64, 0, 1)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := g.NextIDs(buf[:0], 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,177 @@
+// Package persist keeps the few keys that must survive a crash in Pebble:
+// the node identity, the ID layout, and the snowflake high-water mark.
+//
+// Durability is in the method names: Set may be lost by a crash (of the
+// process, not only the machine), SetSync is on disk when it returns.
+// Anything that lets an ID out before it is replicated uses SetSync.
+package persist
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Errors returned by the store.
+var (
+	// ErrLocked: another process holds the data directory.
+	ErrLocked = errors.New("data directory is in use by another process")
+	// ErrLayoutMismatch: the data directory was made with another ID layout.
+	ErrLayoutMismatch = errors.New("ID layout differs from the stored one")
+	// ErrCorrupt: a stored value cannot be read back.
+	ErrCorrupt = errors.New("stored value is corrupt")
+)
+
+// Keys of the values kept here.
+const (
+	keyNodeID    = "node/id"
+	keyLayout    = "node/layout"
+	keyHighWater = "snowflake/high-water"
+)
+
+// Store is a locked data directory with a Pebble database in <dir>/pebble.
+type Store struct {
+	dir  string
+	lock *os.File
+	db   *pebble.DB
+}
+
+// Open creates dir if needed, takes its lock (one process per directory)
+// and opens the Pebble database inside it.
+func Open(dir string) (*Store, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, "LOCK"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: %s", ErrLocked, dir)
+		}
+		return nil, fmt.Errorf("lock %s: %w", dir, err)
+	}
+	db, err := pebble.Open(filepath.Join(dir, "pebble"), &pebble.Options{Logger: quietLogger{}})
+	if err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("open pebble in %s: %w", dir, err)
+	}
+	return &Store{dir: dir, lock: lock, db: db}, nil
+}
+
+// Dir is the data directory.
+func (s *Store) Dir() string { return s.dir }
+
+// Close closes the database and releases the directory lock.
+func (s *Store) Close() error {
+	err := s.db.Close()
+	s.lock.Close()
+	return err
+}
+
+// Get returns the value of key, with ok false when there is none.
+func (s *Store) Get(key string) (value []byte, ok bool, err error) {
+	v, closer, err := s.db.Get([]byte(key))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	defer closer.Close()
+	return append([]byte(nil), v...), true, nil
+}
+
+// Set writes key without waiting for the disk: a crash may lose it.
+func (s *Store) Set(key string, value []byte) error {
+	return s.db.Set([]byte(key), value, pebble.NoSync)
+}
+
+// SetSync writes key and returns once it is durable (fsync of the WAL).
+func (s *Store) SetSync(key string, value []byte) error {
+	return s.db.Set([]byte(key), value, pebble.Sync)
+}
+
+// HighWater returns the snowflake high-water in ms since the epoch, 0 if none.
+func (s *Store) HighWater() (int64, error) {
+	v, ok, err := s.Get(keyHighWater)
+	if err != nil || !ok {
+		return 0, err
+	}
+	if len(v) != 8 {
+		return 0, fmt.Errorf("%w: %s has %d bytes", ErrCorrupt, keyHighWater, len(v))
+	}
+	return int64(binary.BigEndian.Uint64(v)), nil
+}
+
+// SetHighWaterSync stores the snowflake high-water durably.
+func (s *Store) SetHighWaterSync(ms int64) error {
+	return s.SetSync(keyHighWater, binary.BigEndian.AppendUint64(nil, uint64(ms)))
+}
+
+// EnsureLayout stores layout on first start; later it refuses a different
+// one with an error that names both.
+func (s *Store) EnsureLayout(layout string) error {
+	v, ok, err := s.Get(keyLayout)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return s.SetSync(keyLayout, []byte(layout))
+	}
+	if string(v) != layout {
+		return fmt.Errorf("%w: %s holds IDs of layout [%s], this start asks for [%s]; start with the stored layout's flags or a new --dir",
+			ErrLayoutMismatch, s.dir, v, layout)
+	}
+	return nil
+}
+
+// NodeID returns the node ID kept in the data directory. On first start it
+// stores want, or a generated ID when want is empty; a different want later
+// is refused, since a node's identity is its data directory.
+func (s *Store) NodeID(want string) (string, error) {
+	v, ok, err := s.Get(keyNodeID)
+	if err != nil {
+		return "", err
+	}
+	if ok {
+		if want != "" && want != string(v) {
+			return "", fmt.Errorf("%s belongs to node %q, not %q: use a new --dir for a new node", s.dir, v, want)
+		}
+		return string(v), nil
+	}
+	if want == "" {
+		var b [8]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return "", err
+		}
+		want = hex.EncodeToString(b[:])
+	}
+	return want, s.SetSync(keyNodeID, []byte(want))
+}
+
+// quietLogger sends Pebble's own chatter to slog at debug level.
+type quietLogger struct{}
+
+func (quietLogger) Infof(format string, args ...any) {
+	slog.Debug("pebble", "msg", fmt.Sprintf(format, args...))
+}
+
+func (quietLogger) Errorf(format string, args ...any) {
+	slog.Error("pebble", "msg", fmt.Sprintf(format, args...))
+}
+
+func (quietLogger) Fatalf(format string, args ...any) {
+	slog.Error("pebble fatal", "msg", fmt.Sprintf(format, args...))
+	os.Exit(1)
+}

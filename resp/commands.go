@@ -1,0 +1,575 @@
+package resp
+
+import (
+	"fmt"
+	"os"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tidwall/redcon"
+)
+
+// command is one row of the command table.
+type command struct {
+	name       string // lower case, as Redis names it in errors
+	arity      int    // Redis convention: n exact, -n at least n (name included)
+	beforeAuth bool   // answered before AUTH
+	flags      []string
+	summary    string
+	handler    func(s *Server, c *client, conn redcon.Conn, args [][]byte)
+}
+
+func (d *command) arityOK(n int) bool {
+	if d.arity < 0 {
+		return n >= -d.arity
+	}
+	return n == d.arity
+}
+
+// MaxCount is the largest count NEXTID and GENEID take.
+const MaxCount = 10000
+
+// MaxKeyLen is the longest buyer (and tag) in bytes.
+const MaxKeyLen = 256
+
+var commandTable map[string]*command
+
+func init() {
+	commandTable = map[string]*command{}
+	for _, d := range []*command{
+		{name: "nextid", arity: -1, flags: []string{"write", "fast"}, summary: "Issue a snowflake ID, or count of them", handler: cmdNextID},
+		{name: "geneid", arity: -2, flags: []string{"write", "fast"}, summary: "Issue an ID carrying the buyer's shard gene", handler: cmdGeneID},
+		{name: "geneof", arity: 2, flags: []string{"readonly", "fast"}, summary: "The shard gene of a buyer", handler: cmdGeneOf},
+		{name: "decode", arity: 2, flags: []string{"readonly", "fast"}, summary: "Take an ID apart: time, worker, sequence, gene", handler: cmdDecode},
+		{name: "ping", arity: -1, flags: []string{"fast"}, summary: "Ping the server", handler: cmdPing},
+		{name: "echo", arity: 2, flags: []string{"fast"}, summary: "Echo the argument", handler: cmdEcho},
+		{name: "quit", arity: -1, beforeAuth: true, flags: []string{"fast"}, summary: "Close the connection", handler: cmdQuit},
+		{name: "hello", arity: -1, beforeAuth: true, flags: []string{"fast"}, summary: "Handshake: protocol version, AUTH, SETNAME", handler: cmdHello},
+		{name: "auth", arity: -2, beforeAuth: true, flags: []string{"fast"}, summary: "Authenticate the connection", handler: cmdAuth},
+		{name: "select", arity: 2, flags: []string{"fast"}, summary: "Select database 0 (the only one)", handler: cmdSelect},
+		{name: "client", arity: -2, flags: []string{"slow"}, summary: "Connection commands", handler: cmdClient},
+		{name: "command", arity: -1, flags: []string{"slow"}, summary: "Describe the commands", handler: cmdCommand},
+		{name: "config", arity: -2, flags: []string{"slow"}, summary: "Read configuration parameters", handler: cmdConfig},
+		{name: "info", arity: -1, flags: []string{"slow"}, summary: "Server information and statistics", handler: cmdInfo},
+		{name: "time", arity: 1, flags: []string{"fast"}, summary: "The server time", handler: cmdTime},
+	} {
+		commandTable[d.name] = d
+	}
+}
+
+// parseCount reads a NEXTID/GENEID count; ok false means an error was written.
+func (s *Server) parseCount(conn redcon.Conn, arg []byte) (int, bool) {
+	n, ok := parseInt64(arg)
+	if !ok {
+		s.errorReply(conn, "ERR value is not an integer or out of range")
+		return 0, false
+	}
+	if n < 1 || n > MaxCount {
+		s.errorReply(conn, "ERR count is out of range, must be between 1 and "+strconv.Itoa(MaxCount))
+		return 0, false
+	}
+	return int(n), true
+}
+
+// validKey checks a buyer's length; ok false means an error was written.
+func (s *Server) validKey(conn redcon.Conn, what string, key []byte) bool {
+	if len(key) == 0 || len(key) > MaxKeyLen {
+		s.errorReply(conn, fmt.Sprintf("ERR %s must be 1 to %d bytes", what, MaxKeyLen))
+		return false
+	}
+	return true
+}
+
+// writeIDs answers one integer, or an array when a count was given.
+func (s *Server) writeIDs(conn redcon.Conn, ids []int64, asArray bool) {
+	s.stats.idsIssued.Add(int64(len(ids)))
+	if !asArray {
+		conn.WriteInt64(ids[0])
+		return
+	}
+	conn.WriteArray(len(ids))
+	for _, id := range ids {
+		conn.WriteInt64(id)
+	}
+}
+
+func cmdNextID(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+	if len(args) > 2 {
+		s.errorReply(conn, wrongArity("nextid"))
+		return
+	}
+	n := 1
+	if len(args) == 2 {
+		var ok bool
+		if n, ok = s.parseCount(conn, args[1]); !ok {
+			return
+		}
+	}
+	ids, err := s.ids.NextIDs(c.ids[:0], n)
+	c.ids = ids[:0]
+	if err != nil {
+		s.engineError(conn, err)
+		return
+	}
+	s.writeIDs(conn, ids, len(args) == 2)
+}
+
+func cmdGeneID(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+	if len(args) > 3 {
+		s.errorReply(conn, wrongArity("geneid"))
+		return
+	}
+	if !s.validKey(conn, "buyer", args[1]) {
+		return
+	}
+	n := 1
+	if len(args) == 3 {
+		var ok bool
+		if n, ok = s.parseCount(conn, args[2]); !ok {
+			return
+		}
+	}
+	ids, err := s.ids.GeneIDs(c.ids[:0], s.ids.Layout().Gene(args[1]), n)
+	c.ids = ids[:0]
+	if err != nil {
+		s.engineError(conn, err)
+		return
+	}
+	s.writeIDs(conn, ids, len(args) == 3)
+}
+
+func cmdGeneOf(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+	if !s.validKey(conn, "buyer", args[1]) {
+		return
+	}
+	conn.WriteInt64(int64(s.ids.Layout().Gene(args[1])))
+}
+
+func cmdDecode(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+	id, ok := parseInt64(args[1])
+	if !ok {
+		s.errorReply(conn, "ERR invalid id")
+		return
+	}
+	p, err := s.ids.Layout().Decode(id)
+	if err != nil {
+		s.errorReply(conn, "ERR invalid id")
+		return
+	}
+	writeMap(conn, c, 5)
+	conn.WriteBulkString("time_ms")
+	conn.WriteInt64(p.UnixMS)
+	conn.WriteBulkString("time")
+	conn.WriteBulkString(p.Time.Format("2006-01-02T15:04:05.000Z07:00"))
+	conn.WriteBulkString("worker")
+	conn.WriteInt64(p.Worker)
+	conn.WriteBulkString("sequence")
+	conn.WriteInt64(p.Sequence)
+	conn.WriteBulkString("gene")
+	conn.WriteInt64(p.Gene)
+}
+
+func cmdPing(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+	switch len(args) {
+	case 1:
+		conn.WriteString("PONG")
+	case 2:
+		conn.WriteBulk(args[1])
+	default:
+		s.errorReply(conn, wrongArity("ping"))
+	}
+}
+
+func cmdEcho(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+	conn.WriteBulk(args[1])
+}
+
+func cmdQuit(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+	conn.WriteString("OK")
+	conn.Close()
+}
+
+func cmdSelect(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+	n, ok := parseInt64(args[1])
+	switch {
+	case !ok:
+		s.errorReply(conn, "ERR value is not an integer or out of range")
+	case n != 0:
+		s.errorReply(conn, "ERR DB index is out of range")
+	default:
+		conn.WriteString("OK")
+	}
+}
+
+func cmdAuth(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+	var user, pass []byte
+	switch len(args) {
+	case 2:
+		pass = args[1]
+	case 3:
+		user, pass = args[1], args[2]
+	default:
+		s.errorReply(conn, "ERR syntax error")
+		return
+	}
+	if s.cfg.Password == "" {
+		if user == nil {
+			s.errorReply(conn, "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
+			return
+		}
+		if string(user) == "default" {
+			conn.WriteString("OK")
+			return
+		}
+	}
+	if s.cfg.Password == "" || !s.checkPassword(user, pass) {
+		s.stats.authFailures.Add(1)
+		s.errorReply(conn, "WRONGPASS invalid username-password pair or user is disabled.")
+		return
+	}
+	c.setAuthed()
+	conn.WriteString("OK")
+}
+
+// cmdHello: HELLO [protover [AUTH username password] [SETNAME clientname]].
+func cmdHello(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+	proto := c.proto
+	if len(args) > 1 {
+		v, ok := parseInt64(args[1])
+		if !ok {
+			s.errorReply(conn, "ERR Protocol version is not an integer or out of range")
+			return
+		}
+		if v != 2 && v != 3 {
+			s.errorReply(conn, "NOPROTO unsupported protocol version")
+			return
+		}
+		proto = int(v)
+	}
+	var name []byte
+	authed := c.authed
+	for i := 2; i < len(args); i++ {
+		opt := strings.ToLower(string(args[i]))
+		switch {
+		case opt == "auth" && i+2 < len(args):
+			user, pass := args[i+1], args[i+2]
+			i += 2
+			if s.cfg.Password == "" && string(user) == "default" {
+				authed = true
+				continue
+			}
+			if s.cfg.Password == "" || !s.checkPassword(user, pass) {
+				s.stats.authFailures.Add(1)
+				s.errorReply(conn, "WRONGPASS invalid username-password pair or user is disabled.")
+				return
+			}
+			authed = true
+		case opt == "setname" && i+1 < len(args):
+			name = args[i+1]
+			i++
+			if !validClientName(name) {
+				s.errorReply(conn, "ERR Client names cannot contain spaces, newlines or special characters.")
+				return
+			}
+		default:
+			s.errorReply(conn, "ERR Syntax error in HELLO option '"+clip(args[i], 128)+"'")
+			return
+		}
+	}
+	if !authed {
+		s.errorReply(conn, "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
+		return
+	}
+	if !c.authed {
+		c.setAuthed()
+	}
+	if name != nil {
+		c.name = string(name)
+	}
+	c.proto = proto
+	writeMap(conn, c, 8)
+	conn.WriteBulkString("server")
+	conn.WriteBulkString("idserver")
+	conn.WriteBulkString("version")
+	conn.WriteBulkString(RedisVersion)
+	conn.WriteBulkString("proto")
+	conn.WriteInt(proto)
+	conn.WriteBulkString("id")
+	conn.WriteInt64(c.id)
+	conn.WriteBulkString("mode")
+	conn.WriteBulkString("standalone")
+	conn.WriteBulkString("role")
+	conn.WriteBulkString("master")
+	conn.WriteBulkString("modules")
+	conn.WriteArray(0)
+	conn.WriteBulkString("idserver_version")
+	conn.WriteBulkString(s.cfg.Version)
+}
+
+func validClientName(name []byte) bool {
+	for _, b := range name {
+		if b < '!' || b > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+func cmdClient(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+	sub := strings.ToLower(string(args[1]))
+	arity := map[string]int{"id": 2, "getname": 2, "setname": 3, "info": 2, "list": -2, "setinfo": 4, "no-evict": 3, "no-touch": 3}
+	want, known := arity[sub]
+	if !known {
+		s.errorReply(conn, "ERR unknown subcommand '"+clip(args[1], 128)+"'. Try CLIENT HELP.")
+		return
+	}
+	if (want > 0 && len(args) != want) || (want < 0 && len(args) < -want) {
+		s.errorReply(conn, wrongArity("client|"+sub))
+		return
+	}
+	switch sub {
+	case "id":
+		conn.WriteInt64(c.id)
+	case "getname":
+		if c.name == "" {
+			writeNull(conn, c)
+			return
+		}
+		conn.WriteBulkString(c.name)
+	case "setname":
+		if !validClientName(args[2]) {
+			s.errorReply(conn, "ERR Client names cannot contain spaces, newlines or special characters.")
+			return
+		}
+		c.name = string(args[2])
+		conn.WriteString("OK")
+	case "setinfo":
+		attr := strings.ToLower(string(args[2]))
+		switch attr {
+		case "lib-name":
+			c.libName = string(args[3])
+		case "lib-ver":
+			c.libVer = string(args[3])
+		default:
+			s.errorReply(conn, "ERR Unrecognized option '"+clip(args[2], 128)+"'")
+			return
+		}
+		conn.WriteString("OK")
+	case "info":
+		conn.WriteBulkString(s.clientLine(c) + "\n")
+	case "list":
+		s.mu.Lock()
+		var b strings.Builder
+		for other := range s.clients {
+			b.WriteString(s.clientLine(other) + "\n")
+		}
+		s.mu.Unlock()
+		conn.WriteBulkString(b.String())
+	case "no-evict", "no-touch":
+		conn.WriteString("OK")
+	}
+}
+
+// clientLine is one line of CLIENT INFO / CLIENT LIST.
+func (s *Server) clientLine(c *client) string {
+	return fmt.Sprintf("id=%d addr=%s laddr=%s fd=0 name=%s age=%d idle=0 flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=%s user=default redir=-1 resp=%d lib-name=%s lib-ver=%s",
+		c.id, c.addr, c.conn.LocalAddr(), c.name, int(time.Since(c.created).Seconds()), c.lastCmd, c.proto, c.libName, c.libVer)
+}
+
+// cmdCommand: COMMAND, COMMAND COUNT, COMMAND INFO name..., COMMAND DOCS [name...].
+func cmdCommand(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+	if len(args) == 1 {
+		names := sortedCommandNames()
+		conn.WriteArray(len(names))
+		for _, n := range names {
+			writeCommandInfo(conn, commandTable[n])
+		}
+		return
+	}
+	switch strings.ToLower(string(args[1])) {
+	case "count":
+		conn.WriteInt(len(commandTable))
+	case "info":
+		conn.WriteArray(len(args) - 2)
+		for _, a := range args[2:] {
+			if d := commandTable[strings.ToLower(string(a))]; d != nil {
+				writeCommandInfo(conn, d)
+			} else {
+				writeNull(conn, c)
+			}
+		}
+	case "docs":
+		names := sortedCommandNames()
+		if len(args) > 2 {
+			names = names[:0]
+			for _, a := range args[2:] {
+				if n := strings.ToLower(string(a)); commandTable[n] != nil {
+					names = append(names, n)
+				}
+			}
+		}
+		writeMap(conn, c, len(names))
+		for _, n := range names {
+			d := commandTable[n]
+			conn.WriteBulkString(n)
+			writeMap(conn, c, 4)
+			conn.WriteBulkString("summary")
+			conn.WriteBulkString(d.summary)
+			conn.WriteBulkString("since")
+			conn.WriteBulkString("1.0.0")
+			conn.WriteBulkString("group")
+			conn.WriteBulkString("generic")
+			conn.WriteBulkString("complexity")
+			conn.WriteBulkString("O(1)")
+		}
+	default:
+		s.errorReply(conn, "ERR unknown subcommand '"+clip(args[1], 128)+"'. Try COMMAND HELP.")
+	}
+}
+
+func sortedCommandNames() []string {
+	names := make([]string, 0, len(commandTable))
+	for n := range commandTable {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// writeCommandInfo writes Redis 7's ten-field command description.
+func writeCommandInfo(conn redcon.Conn, d *command) {
+	conn.WriteArray(10)
+	conn.WriteBulkString(d.name)
+	conn.WriteInt(d.arity)
+	conn.WriteArray(len(d.flags))
+	for _, f := range d.flags {
+		conn.WriteString(f)
+	}
+	conn.WriteInt(0) // first key
+	conn.WriteInt(0) // last key
+	conn.WriteInt(0) // step
+	conn.WriteArray(0)
+	conn.WriteArray(0)
+	conn.WriteArray(0)
+	conn.WriteArray(0)
+}
+
+// configValues answers CONFIG GET for the parameters tools ask about.
+func (s *Server) configValues() map[string]string {
+	return map[string]string{
+		"save":               "",
+		"appendonly":         "no",
+		"databases":          "1",
+		"port":               strconv.Itoa(s.cfg.Port),
+		"bind":               s.cfg.Bind,
+		"maxclients":         "10000",
+		"timeout":            "0",
+		"maxmemory":          "0",
+		"proto-max-bulk-len": strconv.Itoa(s.cfg.Limits.MaxBulk),
+	}
+}
+
+func cmdConfig(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+	switch strings.ToLower(string(args[1])) {
+	case "get":
+		if len(args) < 3 {
+			s.errorReply(conn, wrongArity("config|get"))
+			return
+		}
+		values := s.configValues()
+		var keys []string
+		for k := range values {
+			for _, pat := range args[2:] {
+				if ok, _ := path.Match(strings.ToLower(string(pat)), k); ok {
+					keys = append(keys, k)
+					break
+				}
+			}
+		}
+		sort.Strings(keys)
+		writeMap(conn, c, len(keys))
+		for _, k := range keys {
+			conn.WriteBulkString(k)
+			conn.WriteBulkString(values[k])
+		}
+	case "resetstat":
+		conn.WriteString("OK")
+	case "set":
+		s.errorReply(conn, "ERR CONFIG SET is not supported: idserver is configured by flags at start")
+	default:
+		s.errorReply(conn, "ERR unknown subcommand '"+clip(args[1], 128)+"'. Try CONFIG HELP.")
+	}
+}
+
+func cmdTime(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+	now := s.cfg.Now()
+	conn.WriteArray(2)
+	conn.WriteBulkString(strconv.FormatInt(now.Unix(), 10))
+	conn.WriteBulkString(strconv.Itoa(now.Nanosecond() / 1000))
+}
+
+func cmdInfo(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+	want := map[string]bool{}
+	for _, a := range args[1:] {
+		want[strings.ToLower(string(a))] = true
+	}
+	all := len(want) == 0 || want["all"] || want["default"] || want["everything"]
+	var b strings.Builder
+	section := func(name string, lines ...string) {
+		if !all && !want[strings.ToLower(name)] {
+			return
+		}
+		if b.Len() > 0 {
+			b.WriteString("\r\n")
+		}
+		b.WriteString("# " + name + "\r\n")
+		for _, l := range lines {
+			b.WriteString(l + "\r\n")
+		}
+	}
+	st := s.ids.Status()
+	l := s.ids.Layout()
+	kv := func(k string, v any) string { return fmt.Sprintf("%s:%v", k, v) }
+	section("Server",
+		kv("redis_version", RedisVersion),
+		kv("idserver_version", s.cfg.Version),
+		kv("redis_mode", "standalone"),
+		kv("os", "linux"),
+		kv("process_id", os.Getpid()),
+		kv("run_id", s.cfg.NodeID),
+		kv("tcp_port", s.cfg.Port),
+		kv("uptime_in_seconds", int(time.Since(s.started).Seconds())),
+		kv("uptime_in_days", int(time.Since(s.started).Hours()/24)),
+	)
+	section("Clients",
+		kv("connected_clients", s.connectedClients()),
+		kv("maxclients", 10000),
+	)
+	section("Stats",
+		kv("total_connections_received", s.stats.connections.Load()),
+		kv("total_commands_processed", s.stats.commands.Load()),
+		kv("ids_issued", s.stats.idsIssued.Load()),
+		kv("total_error_replies", s.stats.errorReplies.Load()),
+		kv("protocol_errors", s.stats.protocolErrors.Load()),
+		kv("clockback_errors", s.stats.clockBacks.Load()),
+		kv("auth_failures", s.stats.authFailures.Load()),
+	)
+	section("Persistence",
+		kv("loading", 0),
+		kv("high_water_ms", st.HighWaterMS),
+		kv("window_ahead_ms", st.WindowAheadMS),
+	)
+	section("Snowflake",
+		kv("node_id", s.cfg.NodeID),
+		kv("worker_id", st.Worker),
+		kv("layout", strings.ReplaceAll(l.String(), " ", ",")),
+		kv("logical_clock_ms", st.LogicalMS),
+		kv("last_id_time_ms", st.LastTimeMS),
+		kv("clock_borrow_ms", st.BorrowMS),
+	)
+	section("Keyspace")
+	conn.WriteBulkString(b.String())
+}

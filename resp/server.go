@@ -1,0 +1,297 @@
+package resp
+
+import (
+	"crypto/subtle"
+	"errors"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tidwall/redcon"
+
+	"idserver/engine"
+)
+
+// IDSource issues snowflake and gene IDs; *engine.Generator is one.
+type IDSource interface {
+	NextIDs(dst []int64, n int) ([]int64, error)
+	GeneIDs(dst []int64, gene uint32, n int) ([]int64, error)
+	Layout() engine.Layout
+	Status() engine.Status
+}
+
+// Config sets up a Server.
+type Config struct {
+	Password string // --requirepass; empty means no AUTH
+	Limits   Limits
+	Version  string // idserver's version, for INFO and HELLO
+	NodeID   string
+	Port     int // for INFO and CONFIG GET port
+	Bind     string
+	Logger   *slog.Logger
+	Now      func() time.Time // TIME; time.Now when nil
+}
+
+// RedisVersion is the Redis version whose behaviour the server follows; it
+// is what HELLO and INFO report as the version so clients enable RESP3.
+const RedisVersion = "7.2.0"
+
+// Server answers RESP on a listener.
+type Server struct {
+	cfg     Config
+	ids     IDSource
+	started time.Time
+
+	mu      sync.Mutex
+	ln      net.Listener
+	clients map[*client]struct{}
+
+	nextClientID atomic.Int64
+	stats        stats
+}
+
+// stats are the counters INFO reports.
+type stats struct {
+	connections    atomic.Int64 // accepted, ever
+	commands       atomic.Int64
+	idsIssued      atomic.Int64 // NEXTID and GENEID IDs
+	protocolErrors atomic.Int64
+	clockBacks     atomic.Int64
+	authFailures   atomic.Int64
+	errorReplies   atomic.Int64
+}
+
+// New makes a server; Serve starts it.
+func New(cfg Config, ids IDSource) *Server {
+	if cfg.Limits == (Limits{}) {
+		cfg.Limits = DefaultLimits()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Server{cfg: cfg, ids: ids, started: time.Now(), clients: map[*client]struct{}{}}
+}
+
+// client is one connection's state.
+type client struct {
+	id      int64
+	conn    *guardConn
+	addr    string
+	created time.Time
+	proto   int // 2 or 3
+	authed  bool
+	name    string
+	libName string
+	libVer  string
+	lastCmd string
+	ids     []int64 // reused reply buffer
+}
+
+// Serve answers connections from ln until Close. It returns nil after Close.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	s.ln = ln
+	s.mu.Unlock()
+	needAuth := s.cfg.Password != ""
+	guarded := guardListener{Listener: ln, wrap: func(c net.Conn) net.Conn {
+		return newGuardConn(c, s.cfg.Limits, needAuth, func(err error) {
+			s.stats.protocolErrors.Add(1)
+			s.cfg.Logger.Debug("protocol error, closing connection", "remote", c.RemoteAddr().String(), "err", err)
+		})
+	}}
+	return redcon.Serve(guarded, s.handle, s.accept, s.closed)
+}
+
+// Close stops accepting and closes every connection.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln == nil {
+		return nil
+	}
+	return s.ln.Close()
+}
+
+func (s *Server) accept(conn redcon.Conn) bool {
+	c := &client{
+		id:      s.nextClientID.Add(1),
+		conn:    conn.NetConn().(*guardConn),
+		addr:    conn.RemoteAddr(),
+		created: time.Now(),
+		proto:   2,
+		authed:  s.cfg.Password == "",
+	}
+	conn.SetContext(c)
+	s.stats.connections.Add(1)
+	s.mu.Lock()
+	s.clients[c] = struct{}{}
+	s.mu.Unlock()
+	return true
+}
+
+func (s *Server) closed(conn redcon.Conn, err error) {
+	if c, ok := conn.Context().(*client); ok {
+		s.mu.Lock()
+		delete(s.clients, c)
+		s.mu.Unlock()
+	}
+}
+
+// connectedClients counts open connections.
+func (s *Server) connectedClients() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.clients)
+}
+
+func (s *Server) handle(conn redcon.Conn, cmd redcon.Command) {
+	c := conn.Context().(*client)
+	s.stats.commands.Add(1)
+	var lower [24]byte
+	name := cmd.Args[0]
+	var def *command
+	if len(name) <= len(lower) {
+		for i, b := range name {
+			if 'A' <= b && b <= 'Z' {
+				b += 'a' - 'A'
+			}
+			lower[i] = b
+		}
+		def = commandTable[string(lower[:len(name)])]
+	}
+	if def == nil {
+		s.errorReply(conn, unknownCommand(cmd.Args))
+		return
+	}
+	if !c.authed && !def.beforeAuth {
+		s.errorReply(conn, "NOAUTH Authentication required.")
+		return
+	}
+	if !def.arityOK(len(cmd.Args)) {
+		s.errorReply(conn, wrongArity(def.name))
+		return
+	}
+	c.lastCmd = def.name
+	def.handler(s, c, conn, cmd.Args)
+}
+
+func (s *Server) errorReply(conn redcon.Conn, msg string) {
+	s.stats.errorReplies.Add(1)
+	conn.WriteError(msg)
+}
+
+// engineError puts an engine error on the wire with its code.
+func (s *Server) engineError(conn redcon.Conn, err error) {
+	var cb *engine.ClockBackError
+	switch {
+	case errors.As(err, &cb):
+		s.stats.clockBacks.Add(1)
+		s.errorReply(conn, "CLOCKBACK "+cb.Error())
+	case errors.Is(err, engine.ErrClosed):
+		s.errorReply(conn, "TRYAGAIN server is shutting down")
+	default:
+		s.cfg.Logger.Error("issue failed", "err", err)
+		s.errorReply(conn, "ERR "+err.Error())
+	}
+}
+
+// checkPassword compares in constant time.
+func (s *Server) checkPassword(user, pass []byte) bool {
+	if user != nil && string(user) != "default" {
+		return false
+	}
+	return subtle.ConstantTimeCompare(pass, []byte(s.cfg.Password)) == 1
+}
+
+// setAuthed marks the client authenticated, lifting the pre-auth limits.
+func (c *client) setAuthed() {
+	c.authed = true
+	c.conn.authed.Store(true)
+}
+
+// unknownCommand is Redis 7's message, args quoted and cut as Redis does.
+func unknownCommand(args [][]byte) string {
+	msg := "ERR unknown command '" + clip(args[0], 128) + "', with args beginning with: "
+	for _, a := range args[1:] {
+		if len(msg) > 256 {
+			break
+		}
+		msg += "'" + clip(a, 128) + "' "
+	}
+	return msg
+}
+
+func clip(b []byte, n int) string {
+	if len(b) > n {
+		b = b[:n]
+	}
+	return string(b)
+}
+
+func wrongArity(name string) string {
+	return "ERR wrong number of arguments for '" + name + "' command"
+}
+
+// parseInt64 accepts what Redis's string2ll accepts: an optional '-', then
+// digits with no leading zero, no '+', no spaces, within int64.
+func parseInt64(b []byte) (int64, bool) {
+	if len(b) == 0 || len(b) > 20 {
+		return 0, false
+	}
+	neg := b[0] == '-'
+	if neg {
+		b = b[1:]
+		if len(b) == 0 {
+			return 0, false
+		}
+	}
+	if len(b) > 1 && b[0] == '0' {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		next := n*10 + uint64(c-'0')
+		if next/10 != n || next > 1<<63 {
+			return 0, false
+		}
+		n = next
+	}
+	if neg {
+		if n == 0 {
+			return 0, false
+		}
+		return -int64(n), true
+	}
+	if n > 1<<63-1 {
+		return 0, false
+	}
+	return int64(n), true
+}
+
+// Reply writers that differ between RESP2 and RESP3.
+
+func writeMap(conn redcon.Conn, c *client, pairs int) {
+	if c.proto == 3 {
+		conn.WriteRaw(strconv.AppendInt([]byte{'%'}, int64(pairs), 10))
+		conn.WriteRaw([]byte("\r\n"))
+		return
+	}
+	conn.WriteArray(pairs * 2)
+}
+
+func writeNull(conn redcon.Conn, c *client) {
+	if c.proto == 3 {
+		conn.WriteRaw([]byte("_\r\n"))
+		return
+	}
+	conn.WriteNull()
+}

@@ -72,6 +72,7 @@ type Generator struct {
 	store     HighWaterStore
 	epochMS   int64
 	windowMS  int64
+	marginMS  int64 // least reserve above the latest issued time
 	borrowMS  int64
 	seqBits   uint
 	timeShift uint
@@ -119,6 +120,7 @@ func New(cfg Config, now Clock, store HighWaterStore) (*Generator, error) {
 		store:     store,
 		epochMS:   l.Epoch.UnixMilli(),
 		windowMS:  max(cfg.Window.Milliseconds(), 2),
+		marginMS:  max(cfg.Window.Milliseconds()/32, 2),
 		borrowMS:  cfg.MaxBorrow.Milliseconds(),
 		seqBits:   uint(l.SeqBits),
 		timeShift: uint(l.WorkerBits + l.SeqBits),
@@ -150,10 +152,25 @@ func New(cfg Config, now Clock, store HighWaterStore) (*Generator, error) {
 	if start >= g.maxTime {
 		return nil, ErrTimeExhausted
 	}
-	if err := g.reserve(start + g.windowMS); err != nil {
+	if err := g.reserve(g.horizon(start, wall)); err != nil {
 		return nil, err
 	}
 	return g, nil
+}
+
+// horizon is the high-water to reserve when t is the latest time issued (or
+// about to be) and wall the clock: a window past the clock, and at least a
+// margin past t. It is anchored on the wall clock, not on t, so that a
+// logical clock running ahead (after a restart, or borrowing) does not push
+// the mark further ahead with each restart of a crash loop.
+func (g *Generator) horizon(t, wall int64) int64 {
+	return max(wall+g.windowMS, t+g.marginMS)
+}
+
+// lowHeadroom reports whether the mark r should be extended: less than half
+// a window past the clock, or less than half a margin past t.
+func (g *Generator) lowHeadroom(r, t, wall int64) bool {
+	return r-wall < g.windowMS/2 || r-t < g.marginMS/2
 }
 
 // Layout returns the generator's layout.
@@ -219,7 +236,7 @@ func (g *Generator) issue(dst []int64, n int, gene int64) ([]int64, error) {
 		}
 		if t >= g.reserved.Load() {
 			// The background step fell behind: reserve now, on the hot path.
-			if err := g.reserve(t + g.windowMS); err != nil {
+			if err := g.reserve(g.horizon(t, wall)); err != nil {
 				return dst[:start], err
 			}
 		}
@@ -231,7 +248,7 @@ func (g *Generator) issue(dst []int64, n int, gene int64) ([]int64, error) {
 		g.maxIssued = max(g.maxIssued, slot)
 		dst = append(dst, slot>>g.seqBits<<g.timeShift|g.worker|slot&g.fieldMask)
 	}
-	if g.reserved.Load()-g.maxIssued>>g.seqBits < g.windowMS/2 {
+	if g.lowHeadroom(g.reserved.Load(), g.maxIssued>>g.seqBits, wall) {
 		select {
 		case g.kick <- struct{}{}:
 		default:
@@ -255,18 +272,18 @@ func (g *Generator) reserve(ms int64) error {
 	return nil
 }
 
-// ReserveAhead extends the high-water to a window past the logical clock
-// when less than half a window is left. Run calls it; tests may too.
+// ReserveAhead extends the high-water when its headroom runs low (see
+// horizon). Run calls it; tests may too.
 func (g *Generator) ReserveAhead() error {
 	wall := g.wallMS()
 	g.mu.Lock()
-	base := max(wall, g.cur, g.maxIssued>>g.seqBits)
+	t := max(g.cur, g.maxIssued>>g.seqBits)
 	closed := g.closed
 	g.mu.Unlock()
-	if closed || g.reserved.Load()-base >= g.windowMS/2 {
+	if closed || !g.lowHeadroom(g.reserved.Load(), t, wall) {
 		return nil
 	}
-	return g.reserve(base + g.windowMS)
+	return g.reserve(g.horizon(t, wall))
 }
 
 // Run keeps the high-water reserved ahead until ctx is done. Errors go to

@@ -592,3 +592,34 @@ func BenchmarkNextID(b *testing.B) {
 		}
 	}
 }
+
+// TestCrashLoopDoesNotRunAway: restarts in quick succession, each after a
+// crash that keeps the reserved window, must neither repeat an ID nor push
+// the logical clock further ahead of the wall clock with every restart.
+func TestCrashLoopDoesNotRunAway(t *testing.T) {
+	clock := newFakeClock()
+	store := &memStore{}
+	seen := issuedSet{}
+	var last int64
+	for restart := range 100 {
+		g := newGen(t, clock, store, nil)
+		for range 50 {
+			clock.Step(time.Millisecond)
+			ids, err := g.NextIDs(nil, 10)
+			if err != nil {
+				t.Fatalf("restart %d: %v", restart, err)
+			}
+			seen.add(t, ids...)
+			if ids[0] <= last {
+				t.Fatalf("restart %d: %d not above %d", restart, ids[0], last)
+			}
+			last = ids[len(ids)-1]
+		}
+		clock.Step(100 * time.Millisecond) // the crash and the new process
+		st := g.Status()
+		wall := clock.Now().UnixMilli() - DefaultEpoch.UnixMilli()
+		if ahead := st.LastTimeMS - wall; ahead > 3000 {
+			t.Fatalf("restart %d: logical clock %d ms ahead of the wall clock", restart, ahead)
+		}
+	}
+}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"idserver/engine"
+	"idserver/resp"
+)
+
+// Config is everything idserver is started with.
+type Config struct {
+	Bind        string
+	Port        int
+	Dir         string
+	NodeID      string
+	WorkerID    int64
+	Epoch       string
+	Layout      engine.Layout
+	Window      time.Duration
+	MaxBorrow   time.Duration
+	RequirePass string
+	MaxBulk     int
+	LogLevel    string
+	ShowVersion bool
+}
+
+// parseConfig reads flags, then IDSERVER_<NAME> from the environment for
+// each flag not given on the command line (--max-borrow: IDSERVER_MAX_BORROW).
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
+	def := engine.DefaultLayout()
+	var c Config
+	fs := flag.NewFlagSet("idserver", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.Bind, "bind", "127.0.0.1", "RESP listen address")
+	fs.IntVar(&c.Port, "port", 6380, "RESP port; 0 picks a free port and logs it")
+	fs.StringVar(&c.Dir, "dir", "./idserver-data", "data directory (locked: one process per directory)")
+	fs.StringVar(&c.NodeID, "node-id", "", "node ID (generated once and kept in --dir when empty)")
+	fs.Int64Var(&c.WorkerID, "worker-id", 0, "worker ID of this node; unique per node sharing an ID space")
+	fs.StringVar(&c.Epoch, "epoch", def.Epoch.Format(time.RFC3339), "start of ID time, RFC 3339")
+	fs.IntVar(&c.Layout.TimeBits, "time-bits", def.TimeBits, "bits of milliseconds since the epoch")
+	fs.IntVar(&c.Layout.WorkerBits, "worker-bits", def.WorkerBits, "bits of worker ID")
+	fs.IntVar(&c.Layout.SeqBits, "seq-bits", def.SeqBits, "bits of per-millisecond field (sequence and gene)")
+	fs.IntVar(&c.Layout.GeneBits, "gene-bits", def.GeneBits, "low bits of the field holding the shard gene")
+	fs.DurationVar(&c.Window, "window", 3*time.Second, "how far ahead the high-water time is reserved on disk")
+	fs.DurationVar(&c.MaxBorrow, "max-borrow", time.Second, "how far IDs may run ahead of a clock that is behind")
+	fs.StringVar(&c.RequirePass, "requirepass", "", "password clients must AUTH with")
+	fs.IntVar(&c.MaxBulk, "max-bulk", resp.DefaultLimits().MaxBulk, "largest bulk string a client may send, bytes")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
+	fs.BoolVar(&c.ShowVersion, "version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		name := "IDSERVER_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v := getenv(name); v != "" && !given[f.Name] && envErr == nil {
+			if err := fs.Set(f.Name, v); err != nil {
+				envErr = fmt.Errorf("%s=%q: %v", name, v, err)
+			}
+		}
+	})
+	return c, envErr
+}
+
+// Validate checks the values together and fills the derived ones.
+func (c *Config) Validate() error {
+	epoch, err := time.Parse(time.RFC3339Nano, c.Epoch)
+	if err != nil {
+		return fmt.Errorf("--epoch: %v", err)
+	}
+	if epoch.UnixNano()%int64(time.Millisecond) != 0 {
+		return errors.New("--epoch must be a whole millisecond")
+	}
+	c.Layout.Epoch = epoch.UTC()
+	if err := c.Layout.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case c.Port < 0 || c.Port > 65535:
+		return fmt.Errorf("--port %d is not a TCP port", c.Port)
+	case c.WorkerID < 0 || c.WorkerID > c.Layout.MaxWorker():
+		return fmt.Errorf("--worker-id %d does not fit in %d worker bits (0..%d)", c.WorkerID, c.Layout.WorkerBits, c.Layout.MaxWorker())
+	case c.Window < 10*time.Millisecond:
+		return fmt.Errorf("--window %v is too short (at least 10ms)", c.Window)
+	case c.MaxBorrow < 0:
+		return errors.New("--max-borrow must not be negative")
+	case c.MaxBulk < 1024 || c.MaxBulk > 512<<20:
+		return fmt.Errorf("--max-bulk %d must be between 1024 and %d", c.MaxBulk, 512<<20)
+	case c.Dir == "":
+		return errors.New("--dir must not be empty")
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return fmt.Errorf("--log-level: %v", err)
+	}
+	return nil
+}
+
+func (c *Config) level() slog.Level {
+	var lvl slog.Level
+	lvl.UnmarshalText([]byte(c.LogLevel))
+	return lvl
+}

@@ -1,0 +1,448 @@
+package main
+
+// Tests against the real binary, started as a process on 127.0.0.1.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"idserver/engine"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "idserver-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "idserver")
+	build := exec.Command("go", "build", "-o", binary, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building idserver:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// proc is one idserver process.
+type proc struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	addr string
+	port string
+	mu   sync.Mutex
+	log  bytes.Buffer
+	done chan struct{}
+	err  error // from Wait, once done is closed
+}
+
+func (p *proc) logText() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.log.String()
+}
+
+var listening = regexp.MustCompile(`msg=listening addr=(\S+)`)
+
+// startProc starts idserver on a free port with dir, waits until it answers
+// PING, and stops it (SIGKILL) when the test ends if it still runs.
+func startProc(t *testing.T, dir string, args ...string) *proc {
+	t.Helper()
+	p, err := launch(t, dir, nil, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func launch(t *testing.T, dir string, env []string, args ...string) (*proc, error) {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"--port", "0", "--dir", dir}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	p := &proc{t: t, cmd: cmd, done: make(chan struct{})}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.log.WriteString(sc.Text() + "\n")
+			p.mu.Unlock()
+			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
+				select {
+				case found <- m[1]:
+				default:
+				}
+			}
+		}
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			p.cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("server log (pid %d):\n%s", p.cmd.Process.Pid, p.logText())
+		}
+	})
+	select {
+	case p.addr = <-found:
+	case <-p.done:
+		return p, fmt.Errorf("idserver exited before listening: %v\n%s", p.err, p.logText())
+	case <-time.After(20 * time.Second):
+		return p, fmt.Errorf("idserver did not listen within 20s\n%s", p.logText())
+	}
+	_, p.port, _ = net.SplitHostPort(p.addr)
+	rdb := redis.NewClient(&redis.Options{Addr: p.addr})
+	defer rdb.Close()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if err := rdb.Ping(context.Background()).Err(); err == nil {
+			return p, nil
+		} else if time.Now().After(deadline) {
+			return p, fmt.Errorf("no PONG: %v", err)
+		}
+	}
+}
+
+// kill ends the process with SIGKILL, as a crash would.
+func (p *proc) kill() {
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// stop sends SIGTERM and expects a clean exit 0.
+func (p *proc) stop() {
+	p.t.Helper()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(20 * time.Second):
+		p.t.Fatal("no exit within 20s of SIGTERM")
+	}
+	if p.err != nil {
+		p.t.Fatalf("exit after SIGTERM: %v", p.err)
+	}
+}
+
+func (p *proc) client() *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: p.addr, MaxRetries: -1})
+	p.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// runToExit runs the binary to its end and returns its exit code and output.
+func runToExit(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, string(out)
+	case errors.As(err, &exit):
+		return exit.ExitCode(), string(out)
+	default:
+		t.Fatal(err)
+		return -1, ""
+	}
+}
+
+// TestKillNineUnderLoadNeverRepeats: a client issues IDs while the server
+// is killed with SIGKILL and restarted, again and again. Every ID any
+// client was answered with is unique, and one client's NEXTIDs strictly
+// increase across all the restarts.
+func TestKillNineUnderLoadNeverRepeats(t *testing.T) {
+	const cycles = 20
+	dir := t.TempDir()
+	seen := map[int64]struct{}{}
+	var last int64
+	total := 0
+	for cycle := range cycles {
+		p := startProc(t, dir)
+		ctx := context.Background()
+		seq, genes := p.client(), p.client()
+		var wg sync.WaitGroup
+		var nextIDs, geneIDs []int64
+		wg.Add(2)
+		go func() { // strictly increasing stream: NEXTID and NEXTID 50
+			defer wg.Done()
+			for i := 0; ; i++ {
+				if i%2 == 0 {
+					id, err := seq.Do(ctx, "NEXTID").Int64()
+					if err != nil {
+						return
+					}
+					nextIDs = append(nextIDs, id)
+				} else {
+					ids, err := seq.Do(ctx, "NEXTID", 50).Int64Slice()
+					if err != nil {
+						return
+					}
+					nextIDs = append(nextIDs, ids...)
+				}
+			}
+		}()
+		go func() { // gene IDs of random buyers
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(cycle), 9))
+			for {
+				ids, err := genes.Do(ctx, "GENEID", r.Int64N(1e9), 1+r.IntN(20)).Int64Slice()
+				if err != nil {
+					return
+				}
+				geneIDs = append(geneIDs, ids...)
+			}
+		}()
+		time.Sleep(time.Duration(50+rand.IntN(200)) * time.Millisecond)
+		p.kill()
+		wg.Wait()
+		if len(nextIDs) == 0 || len(geneIDs) == 0 {
+			t.Fatalf("cycle %d: no IDs issued before the kill", cycle)
+		}
+		for _, id := range nextIDs {
+			if id <= last {
+				t.Fatalf("cycle %d: NEXTID %d not above %d issued before", cycle, id, last)
+			}
+			last = id
+		}
+		for _, id := range append(nextIDs, geneIDs...) {
+			if _, dup := seen[id]; dup {
+				t.Fatalf("cycle %d: duplicate ID %d", cycle, id)
+			}
+			seen[id] = struct{}{}
+		}
+		total += len(nextIDs) + len(geneIDs)
+	}
+	t.Logf("%d SIGKILL cycles under load, %d IDs, no repeat, NEXTID strictly increasing", cycles, total)
+}
+
+func TestSecondProcessOnSameDirExits(t *testing.T) {
+	dir := t.TempDir()
+	startProc(t, dir)
+	code, out := runToExit(t, "--port", "0", "--dir", dir)
+	if code != 1 || !strings.Contains(out, "in use by another process") || !strings.Contains(out, dir) {
+		t.Fatalf("second process: exit %d, output:\n%s", code, out)
+	}
+}
+
+func TestChangedLayoutRefusesToStart(t *testing.T) {
+	dir := t.TempDir()
+	p := startProc(t, dir)
+	p.stop()
+	code, out := runToExit(t, "--port", "0", "--dir", dir, "--gene-bits", "4")
+	if code != 1 || !strings.Contains(out, "gene-bits=8") || !strings.Contains(out, "gene-bits=4") {
+		t.Fatalf("changed layout: exit %d, output:\n%s", code, out)
+	}
+	startProc(t, dir) // the stored layout still starts
+}
+
+func TestCleanShutdownAndRestart(t *testing.T) {
+	dir := t.TempDir()
+	p := startProc(t, dir, "--worker-id", "9")
+	before, err := p.client().Do(context.Background(), "NEXTID").Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.stop()
+	if !strings.Contains(p.logText(), "msg=stopped") {
+		t.Fatalf("no clean stop in the log:\n%s", p.logText())
+	}
+	// Configuration from the environment.
+	p2, err := launch(t, dir, []string{"IDSERVER_WORKER_ID=9", "IDSERVER_MAX_BORROW=2s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := p2.client().Do(context.Background(), "NEXTID").Int64()
+	if err != nil || after <= before {
+		t.Fatalf("after restart: %d, %v (before %d)", after, err, before)
+	}
+	parts, _ := engine.DefaultLayout().Decode(after)
+	if parts.Worker != 9 {
+		t.Fatalf("IDSERVER_WORKER_ID=9 gave worker %d", parts.Worker)
+	}
+}
+
+func TestVersionAndBadFlags(t *testing.T) {
+	if code, out := runToExit(t, "--version"); code != 0 || !strings.HasPrefix(out, "idserver ") {
+		t.Fatalf("--version: %d %q", code, out)
+	}
+	for _, args := range [][]string{
+		{"--time-bits", "40"},
+		{"--gene-bits", "13"},
+		{"--worker-id", "1024"},
+		{"--epoch", "yesterday"},
+		{"--nosuchflag"},
+	} {
+		if code, out := runToExit(t, append(args, "--dir", t.TempDir())...); code != 2 {
+			t.Errorf("%v: exit %d, want 2; output:\n%s", args, code, out)
+		}
+	}
+}
+
+func TestAdversarialFramesLeaveTheProcessServing(t *testing.T) {
+	p := startProc(t, t.TempDir())
+	rdb := p.client()
+	frames := []string{
+		"*99999999999999\r\n",
+		"*1\r\n$9223372036854775807\r\n",
+		"*1\r\n$-9223372036854775808\r\n",
+		"*2\r\n$6\r\nNEXTID\r\n$99999999999999999999\r\n",
+		strings.Repeat("A", 1<<20),
+		"*1\r\n" + strings.Repeat("$", 1<<16),
+	}
+	r := rand.New(rand.NewPCG(7, 7))
+	for range 200 { // random junk too
+		b := make([]byte, 1+r.IntN(64))
+		for i := range b {
+			b[i] = "*$\r\n0123456789-:abc"[r.IntN(19)]
+		}
+		frames = append(frames, string(b))
+	}
+	refused := 0
+	for _, f := range frames {
+		conn, err := net.Dial("tcp", p.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.SetDeadline(time.Now().Add(5 * time.Second))
+		io.WriteString(conn, f)
+		if tcp, ok := conn.(*net.TCPConn); ok {
+			tcp.CloseWrite()
+		}
+		out, _ := io.ReadAll(conn)
+		conn.Close()
+		if bytes.Contains(out, []byte("-ERR Protocol error: ")) {
+			refused++
+		}
+		if err := rdb.Ping(context.Background()).Err(); err != nil {
+			t.Fatalf("after %q the server does not answer: %v", f[:min(len(f), 40)], err)
+		}
+	}
+	if refused < 6 {
+		t.Fatalf("only %d of %d frames refused", refused, len(frames))
+	}
+	select {
+	case <-p.done:
+		t.Fatal("the server exited")
+	default:
+	}
+	t.Logf("%d adversarial frames sent, %d refused with a protocol error, server still serving", len(frames), refused)
+}
+
+// needTool skips when a Debian tool is missing; .ci/run installs redis-tools.
+func needTool(t *testing.T, name string) string {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	if err != nil {
+		t.Skipf("%s not found: install Debian's redis-tools (apt-get install redis-tools)", name)
+	}
+	return path
+}
+
+func TestRedisCLI(t *testing.T) {
+	cli := needTool(t, "redis-cli")
+	p := startProc(t, t.TempDir())
+	out, err := exec.Command(cli, "-p", p.port, "NEXTID").CombinedOutput()
+	if err != nil || !regexp.MustCompile(`^[1-9][0-9]{10,18}\n$`).Match(out) {
+		t.Fatalf("redis-cli NEXTID: %q %v", out, err)
+	}
+	out, err = exec.Command(cli, "-p", p.port, "DECODE", strings.TrimSpace(string(out))).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "worker") {
+		t.Fatalf("redis-cli DECODE: %q %v", out, err)
+	}
+}
+
+// TestRedisCLIInteractive drives redis-cli's prompt in a real terminal
+// (tmux), the way a person uses it: hints from COMMAND DOCS, typed commands.
+func TestRedisCLIInteractive(t *testing.T) {
+	cli := needTool(t, "redis-cli")
+	tmux, err := exec.LookPath("tmux")
+	if err != nil {
+		t.Skip("tmux not found: install Debian's tmux (apt-get install tmux)")
+	}
+	p := startProc(t, t.TempDir())
+	sock := filepath.Join(t.TempDir(), "tmux.sock")
+	tm := func(args ...string) string {
+		cmd := exec.Command(tmux, append([]string{"-S", sock}, args...)...)
+		cmd.Env = append(os.Environ(), "TERM=xterm")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("tmux %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	tm("new-session", "-d", "-x", "150", "-y", "60", cli+" -p "+p.port)
+	t.Cleanup(func() { exec.Command(tmux, "-S", sock, "kill-server").Run() })
+	prompt := "127.0.0.1:" + p.port + ">"
+	var screen string
+	// waitPrompts waits until the screen shows n prompts: keys typed while
+	// redis-cli is busy are not for this test to race.
+	waitPrompts := func(n int) {
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if screen = tm("capture-pane", "-p", "-t", "0"); strings.Count(screen, prompt) >= n {
+				return
+			}
+		}
+		t.Fatalf("no prompt #%d; screen:\n%s", n, screen)
+	}
+	waitPrompts(1)
+	for i, line := range []string{"NEXTID", "GENEID 42 3", "DECODE 253001380376084537", "HELLO 3", "DECODE 253001380376084537"} {
+		tm("send-keys", "-t", "0", line, "Enter")
+		waitPrompts(i + 2)
+	}
+	if strings.Count(screen, "(integer)") < 14 || !strings.Contains(screen, `"time" => "2026-11-30T03:37:09.620Z"`) ||
+		strings.Contains(strings.ToLower(screen), "err") || strings.Contains(strings.ToLower(screen), "warn") {
+		t.Fatalf("interactive redis-cli screen:\n%s", screen)
+	}
+	tm("send-keys", "-t", "0", "quit", "Enter")
+}
+
+func TestRedisBenchmark(t *testing.T) {
+	bench := needTool(t, "redis-benchmark")
+	p := startProc(t, t.TempDir())
+	out, err := exec.Command(bench, "-p", p.port, "-n", "200000", "NEXTID").CombinedOutput()
+	text := string(out)
+	if err != nil || !strings.Contains(text, "requests per second") || !strings.Contains(text, "200000 requests completed") {
+		t.Fatalf("redis-benchmark: %v\n%s", err, text)
+	}
+	for _, bad := range []string{"WARN", "ERR", "rror"} {
+		if strings.Contains(text, bad) {
+			t.Fatalf("redis-benchmark printed %q:\n%s", bad, text)
+		}
+	}
+	if !strings.Contains(p.logText(), "msg=listening") || strings.Contains(p.logText(), "level=ERROR") {
+		t.Fatalf("server log:\n%s", p.logText())
+	}
+}

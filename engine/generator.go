@@ -57,6 +57,9 @@ type Config struct {
 	Worker    int64
 	Window    time.Duration // how far ahead the high-water is reserved; default 3s
 	MaxBorrow time.Duration // how far logical time may run ahead of the wall clock; default 1s
+	// Sleep waits when demand outruns the layout (time.Sleep when nil).
+	// Tests pass one that moves their fake clock.
+	Sleep func(time.Duration)
 }
 
 // Generator issues snowflake and gene IDs for one worker. It is safe for
@@ -69,6 +72,7 @@ type Config struct {
 type Generator struct {
 	layout    Layout
 	now       Clock
+	sleep     func(time.Duration)
 	store     HighWaterStore
 	epochMS   int64
 	windowMS  int64
@@ -117,6 +121,7 @@ func New(cfg Config, now Clock, store HighWaterStore) (*Generator, error) {
 	g := &Generator{
 		layout:    l,
 		now:       now,
+		sleep:     cfg.Sleep,
 		store:     store,
 		epochMS:   l.Epoch.UnixMilli(),
 		windowMS:  max(cfg.Window.Milliseconds(), 2),
@@ -131,6 +136,9 @@ func New(cfg Config, now Clock, store HighWaterStore) (*Generator, error) {
 		maxTime:   1 << l.TimeBits,
 		kick:      make(chan struct{}, 1),
 		lanes:     make([]int64, 1<<l.GeneBits),
+	}
+	if g.sleep == nil {
+		g.sleep = time.Sleep
 	}
 	hw, err := store.HighWater()
 	if err != nil {
@@ -208,15 +216,10 @@ func (g *Generator) issue(dst []int64, n int, gene int64) ([]int64, error) {
 	if g.closed {
 		return dst, ErrClosed
 	}
-	if wall > g.cur {
-		// A new logical millisecond: everything from now on is above
-		// everything issued in earlier ones.
-		g.cur = wall
-		g.floor = max(wall<<g.seqBits-1, g.maxIssued)
-	}
-	ref := max(wall, g.bootFloor)
+	g.tick(wall)
 	start := len(dst)
-	for range n {
+	waited := int64(0)
+	for i := 0; i < n; {
 		lo, gn := g.floor, gene
 		if gn < 0 {
 			gn = g.cursor
@@ -228,8 +231,24 @@ func (g *Generator) issue(dst []int64, n int, gene int64) ([]int64, error) {
 			slot += g.geneStep
 		}
 		t := slot >> g.seqBits
-		if t-ref > g.borrowMS {
-			return dst[:start], &ClockBackError{BehindMS: t - wall}
+		ref := max(wall, g.bootFloor)
+		if over := t - ref - g.borrowMS; over > 0 {
+			// Beyond the borrow. If the clock went back, that is CLOCKBACK.
+			// If it did not, demand outran 2^seq-bits IDs per ms: wait for
+			// the clock, up to a bound, rather than fail a healthy node.
+			if g.cur > ref || waited > g.borrowMS+1000 {
+				return dst[:start], &ClockBackError{BehindMS: t - wall}
+			}
+			g.mu.Unlock()
+			g.sleep(time.Duration(over) * time.Millisecond)
+			waited += over
+			wall = g.wallMS()
+			g.mu.Lock()
+			if g.closed {
+				return dst[:start], ErrClosed
+			}
+			g.tick(wall)
+			continue
 		}
 		if t >= g.maxTime {
 			return dst[:start], ErrTimeExhausted
@@ -247,6 +266,7 @@ func (g *Generator) issue(dst []int64, n int, gene int64) ([]int64, error) {
 		}
 		g.maxIssued = max(g.maxIssued, slot)
 		dst = append(dst, slot>>g.seqBits<<g.timeShift|g.worker|slot&g.fieldMask)
+		i++
 	}
 	if g.lowHeadroom(g.reserved.Load(), g.maxIssued>>g.seqBits, wall) {
 		select {
@@ -255,6 +275,15 @@ func (g *Generator) issue(dst []int64, n int, gene int64) ([]int64, error) {
 		}
 	}
 	return dst, nil
+}
+
+// tick moves the logical clock to wall when wall is ahead of it. From a new
+// logical millisecond on, everything is above everything issued before.
+func (g *Generator) tick(wall int64) {
+	if wall > g.cur {
+		g.cur = wall
+		g.floor = max(wall<<g.seqBits-1, g.maxIssued)
+	}
 }
 
 // reserve makes ms the durable high-water if it is above the current one.

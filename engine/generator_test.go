@@ -280,26 +280,35 @@ func TestNextIDStrictlyIncreasesAndFillsTheMillisecond(t *testing.T) {
 	}
 }
 
-func TestSequenceExhaustionBorrowsThenClockBack(t *testing.T) {
+func TestSequenceExhaustionBorrowsThenWaits(t *testing.T) {
 	clock := newFakeClock()
-	g := newGen(t, clock, &memStore{}, func(c *Config) { c.MaxBorrow = 10 * time.Millisecond })
-	// 11 ms of sequence: the wall ms and 10 borrowed ones.
+	var slept time.Duration
+	g := newGen(t, clock, &memStore{}, func(c *Config) {
+		c.MaxBorrow = 10 * time.Millisecond
+		c.Sleep = func(d time.Duration) { slept += d; clock.Step(d) }
+	})
+	// 11 ms of sequence: the wall ms and 10 borrowed ones, with no wait.
 	ids, err := g.NextIDs(nil, 11*4096)
-	if err != nil {
-		t.Fatalf("within max-borrow: %v", err)
+	if err != nil || slept != 0 {
+		t.Fatalf("within max-borrow: %v, slept %v", err, slept)
 	}
-	_, err = g.NextID()
+	// Beyond the borrow, with the clock not behind: wait for it, then issue.
+	more, err := g.NextIDs(nil, 3*4096)
+	if err != nil {
+		t.Fatalf("past max-borrow: %v", err)
+	}
+	if slept != 3*time.Millisecond {
+		t.Fatalf("waited %v for 3 ms of sequence, want 3ms", slept)
+	}
+	if more[0] <= ids[len(ids)-1] {
+		t.Fatal("not increasing after the wait")
+	}
+	// A clock that went back is CLOCKBACK, not a wait.
+	clock.Step(-20 * time.Millisecond)
+	_, err = g.NextIDs(nil, 4096)
 	var cb *ClockBackError
-	if !errors.As(err, &cb) || cb.BehindMS != 11 {
-		t.Fatalf("past max-borrow: got %v, want CLOCKBACK 11 ms", err)
-	}
-	clock.Step(time.Millisecond)
-	id, err := g.NextID()
-	if err != nil {
-		t.Fatalf("after the wall clock moved: %v", err)
-	}
-	if id <= ids[len(ids)-1] {
-		t.Fatal("not increasing after exhaustion")
+	if !errors.As(err, &cb) || slept != 3*time.Millisecond {
+		t.Fatalf("clock behind past max-borrow: got %v (slept %v), want CLOCKBACK", err, slept)
 	}
 }
 

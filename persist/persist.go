@@ -175,3 +175,42 @@ func (quietLogger) Fatalf(format string, args ...any) {
 	slog.Error("pebble fatal", "msg", fmt.Sprintf(format, args...))
 	os.Exit(1)
 }
+
+// Batch is a group of writes applied atomically by Commit or CommitSync.
+type Batch struct{ b *pebble.Batch }
+
+// NewBatch starts a batch.
+func (s *Store) NewBatch() *Batch { return &Batch{b: s.db.NewBatch()} }
+
+// Set adds a write of key to the batch.
+func (b *Batch) Set(key string, value []byte) { b.b.Set([]byte(key), value, nil) }
+
+// DeletePrefix adds the removal of every key that starts with prefix.
+func (b *Batch) DeletePrefix(prefix string) {
+	end := []byte(prefix)
+	end[len(end)-1]++
+	b.b.DeleteRange([]byte(prefix), end, nil)
+}
+
+// Commit applies the batch without waiting for the disk.
+func (b *Batch) Commit() error { return b.b.Commit(pebble.NoSync) }
+
+// CommitSync applies the batch and returns once it is durable.
+func (b *Batch) CommitSync() error { return b.b.Commit(pebble.Sync) }
+
+// Scan calls fn for each key that starts with prefix, in key order.
+func (s *Store) Scan(prefix string, fn func(key string, value []byte) error) error {
+	end := []byte(prefix)
+	end[len(end)-1]++
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte(prefix), UpperBound: end})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		if err := fn(string(it.Key()), it.Value()); err != nil {
+			return err
+		}
+	}
+	return it.Error()
+}

@@ -74,3 +74,33 @@ func TestLayoutAndNodeIDAreKept(t *testing.T) {
 		t.Fatal("a different --node-id on an existing directory was accepted")
 	}
 }
+
+func TestBatchAndScan(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	b := s.NewBatch()
+	b.Set("fsm/a", []byte("1"))
+	b.Set("fsm/b", []byte("2"))
+	b.Set("other", []byte("3"))
+	if err := b.CommitSync(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	s.Scan("fsm/", func(k string, v []byte) error { got = append(got, k+"="+string(v)); return nil })
+	if len(got) != 2 || got[0] != "fsm/a=1" || got[1] != "fsm/b=2" {
+		t.Fatalf("scan: %v", got)
+	}
+	b = s.NewBatch()
+	b.DeletePrefix("fsm/")
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	got = nil
+	s.Scan("fsm/", func(k string, v []byte) error { got = append(got, k); return nil })
+	if _, ok, _ := s.Get("other"); len(got) != 0 || !ok {
+		t.Fatalf("after DeletePrefix: %v, other kept: %v", got, ok)
+	}
+}

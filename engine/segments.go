@@ -1,0 +1,216 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// Errors of segment allocation. The cluster returns them; the resp package
+// turns them into wire errors.
+var (
+	// ErrNoLeader: an allocation needs the Raft leader and there is none
+	// (TRYAGAIN on the wire).
+	ErrNoLeader = errors.New("no leader to allocate from, and nothing buffered")
+	// ErrWouldGoBack: a SET below the tag's high-water; values never go back.
+	ErrWouldGoBack = errors.New("values never go back")
+	// ErrOverflow: the allocation would pass the largest int64.
+	ErrOverflow = errors.New("increment or decrement would overflow")
+)
+
+// SegmentSource allocates contiguous values of a tag, cluster-wide.
+type SegmentSource interface {
+	Allocate(ctx context.Context, tag string, n int64) (first, last int64, err error)
+}
+
+// MaxSegmentStep is the largest segment a buffer asks for at once.
+const MaxSegmentStep = 1_000_000
+
+// Segments serves per-tag values from local double buffers: the current
+// segment and a spare fetched in the background once the current one is
+// about 10% used, so a request almost never waits for the source.
+type Segments struct {
+	src     SegmentSource
+	minStep int64
+	now     Clock
+	wait    time.Duration // longest a request waits for a refill
+
+	mu   sync.Mutex
+	tags map[string]*segmentBuffer
+}
+
+// span is the values next..last; empty when next > last.
+type span struct{ next, last int64 }
+
+func (s span) left() int64 { return s.last - s.next + 1 }
+
+// segmentBuffer is one tag's double buffer. All fields under its mutex.
+type segmentBuffer struct {
+	mu        sync.Mutex
+	cur       span
+	spare     span
+	step      int64
+	refilling chan struct{} // closed when the refill in flight ends
+	refillErr error
+	high      int64     // largest value handed out, buffered or dropped
+	curSince  time.Time // when cur was put in use
+	curSize   int64
+	refills   int64
+}
+
+// NewSegments serves tags from src; minStep is --segment-step.
+func NewSegments(src SegmentSource, minStep int64, now Clock) *Segments {
+	if minStep < 1 {
+		minStep = 1000
+	}
+	return &Segments{src: src, minStep: min(minStep, MaxSegmentStep), now: now, wait: 5 * time.Second, tags: map[string]*segmentBuffer{}}
+}
+
+func (s *Segments) buffer(tag string) *segmentBuffer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.tags[tag]
+	if b == nil {
+		b = &segmentBuffer{step: s.minStep, cur: span{1, 0}, spare: span{1, 0}}
+		s.tags[tag] = b
+	}
+	return b
+}
+
+// Next returns n contiguous values of tag. Values one node returns for one
+// tag strictly increase.
+func (s *Segments) Next(ctx context.Context, tag string, n int64) (first, last int64, err error) {
+	b := s.buffer(tag)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if n > b.step {
+		// Larger than a segment: straight from the source. What is buffered
+		// lies below it and is dropped, so the order per node holds.
+		first, last, err = s.src.Allocate(ctx, tag, n)
+		if err == nil {
+			b.cur, b.spare = span{1, 0}, span{1, 0}
+			b.high = max(b.high, last)
+		}
+		return first, last, err
+	}
+	deadline := time.Now().Add(s.wait)
+	for b.cur.left() < n {
+		if b.spare.left() >= n {
+			s.rotate(b)
+			continue
+		}
+		if b.refilling == nil {
+			s.startRefill(tag, b)
+		}
+		done := b.refilling
+		b.mu.Unlock()
+		select {
+		case <-done:
+		case <-ctx.Done():
+		case <-time.After(time.Until(deadline)):
+		}
+		b.mu.Lock()
+		if ctx.Err() != nil {
+			return 0, 0, ctx.Err()
+		}
+		if b.refillErr != nil && b.spare.left() < n && b.refilling == nil {
+			err := b.refillErr
+			b.refillErr = nil
+			return 0, 0, err
+		}
+		if !time.Now().Before(deadline) && b.spare.left() < n {
+			return 0, 0, ErrNoLeader
+		}
+	}
+	first = b.cur.next
+	b.cur.next += n
+	if b.refilling == nil && b.spare.left() <= 0 && b.curSize > 0 &&
+		b.curSize-b.cur.left() >= b.curSize/10 {
+		s.startRefill(tag, b)
+	}
+	return first, first + n - 1, nil
+}
+
+// rotate makes the spare current, adapting the step to how fast the last
+// segment went: doubled when it lasted under 2s, halved over 30s.
+func (s *Segments) rotate(b *segmentBuffer) {
+	now := s.now()
+	if b.curSize > 0 {
+		lasted := now.Sub(b.curSince)
+		switch {
+		case lasted < 2*time.Second:
+			b.step = min(b.step*2, MaxSegmentStep)
+		case lasted > 30*time.Second:
+			b.step = max(b.step/2, s.minStep)
+		}
+	}
+	b.cur, b.spare = b.spare, span{1, 0}
+	b.curSince, b.curSize = now, b.cur.left()
+}
+
+// startRefill asks the source for the next segment in the background.
+// Caller holds b.mu.
+func (s *Segments) startRefill(tag string, b *segmentBuffer) {
+	done := make(chan struct{})
+	b.refilling = done
+	step := b.step
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), s.wait)
+		first, last, err := s.src.Allocate(ctx, tag, step)
+		cancel()
+		b.mu.Lock()
+		b.refills++
+		b.refillErr = err
+		// A segment from before a direct allocation or a SET lies below
+		// what this node already handed out: drop it, a gap.
+		if err == nil && first > b.high {
+			b.spare = span{first, last}
+			b.high = last
+		}
+		b.refilling = nil
+		b.mu.Unlock()
+		close(done)
+	}()
+}
+
+// DropBelow discards buffered values <= v of tag (after a SET raised it).
+func (s *Segments) DropBelow(tag string, v int64) {
+	b := s.buffer(tag)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, sp := range []*span{&b.cur, &b.spare} {
+		if sp.next <= v {
+			sp.next = v + 1
+		}
+	}
+	b.high = max(b.high, v)
+}
+
+// SegmentStatus is one tag's buffer, for INFO.
+type SegmentStatus struct {
+	Tag       string
+	Left      int64 // values left in the current segment
+	SpareLeft int64 // values in the spare
+	Step      int64
+	Refills   int64
+	Refilling bool
+}
+
+// Status lists the buffers.
+func (s *Segments) Status() []SegmentStatus {
+	s.mu.Lock()
+	tags := make(map[string]*segmentBuffer, len(s.tags))
+	for k, v := range s.tags {
+		tags[k] = v
+	}
+	s.mu.Unlock()
+	out := make([]SegmentStatus, 0, len(tags))
+	for tag, b := range tags {
+		b.mu.Lock()
+		out = append(out, SegmentStatus{Tag: tag, Left: max(b.cur.left(), 0), SpareLeft: max(b.spare.left(), 0),
+			Step: b.step, Refills: b.refills, Refilling: b.refilling != nil})
+		b.mu.Unlock()
+	}
+	return out
+}

@@ -57,6 +57,9 @@ type Config struct {
 	Worker    int64
 	Window    time.Duration // how far ahead the high-water is reserved; default 3s
 	MaxBorrow time.Duration // how far logical time may run ahead of the wall clock; default 1s
+	// StartAboveMS: start the logical clock above this (ms since the epoch):
+	// the replicated high-water of the worker ID's forgotten previous holder.
+	StartAboveMS int64
 	// Sleep waits when demand outruns the layout (time.Sleep when nil).
 	// Tests pass one that moves their fake clock.
 	Sleep func(time.Duration)
@@ -146,7 +149,7 @@ func New(cfg Config, now Clock, store HighWaterStore) (*Generator, error) {
 	}
 	g.reserved.Store(hw)
 	wall := g.wallMS()
-	start := max(wall, hw+1)
+	start := max(wall, hw+1, cfg.StartAboveMS+1)
 	// The stored mark runs up to a window ahead of the clock by design;
 	// starting above it is not a clock fault and is not counted as borrowing.
 	// A mark further ahead than that means the clock went back: that part is.

@@ -632,3 +632,16 @@ func TestCrashLoopDoesNotRunAway(t *testing.T) {
 		}
 	}
 }
+
+func TestStartAboveForgottenHolder(t *testing.T) {
+	clock := newFakeClock()
+	wall := clock.Now().UnixMilli() - DefaultEpoch.UnixMilli()
+	g := newGen(t, clock, &memStore{}, func(c *Config) { c.StartAboveMS = wall + 500 })
+	id, err := g.NextID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := g.Layout().Decode(id); p.UnixMS-DefaultEpoch.UnixMilli() <= wall+500 {
+		t.Fatalf("started at %d, not above %d", p.UnixMS-DefaultEpoch.UnixMilli(), wall+500)
+	}
+}

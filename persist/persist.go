@@ -35,6 +35,7 @@ const (
 	keyNodeID    = "node/id"
 	keyLayout    = "node/layout"
 	keyHighWater = "snowflake/high-water"
+	keyWorker    = "node/worker"
 )
 
 // Store is a locked data directory with a Pebble database in <dir>/pebble.
@@ -117,6 +118,26 @@ func (s *Store) HighWater() (int64, error) {
 // SetHighWaterSync stores the snowflake high-water durably.
 func (s *Store) SetHighWaterSync(ms int64) error {
 	return s.SetSync(keyHighWater, binary.BigEndian.AppendUint64(nil, uint64(ms)))
+}
+
+// Worker returns the worker ID the cluster gave this node, and the
+// high-water its previous holder left, with ok false when none was given.
+func (s *Store) Worker() (worker, startAboveMS int64, ok bool, err error) {
+	v, ok, err := s.Get(keyWorker)
+	if err != nil || !ok {
+		return 0, 0, false, err
+	}
+	if len(v) != 16 {
+		return 0, 0, false, fmt.Errorf("%w: %s has %d bytes", ErrCorrupt, keyWorker, len(v))
+	}
+	return int64(binary.BigEndian.Uint64(v)), int64(binary.BigEndian.Uint64(v[8:])), true, nil
+}
+
+// SetWorkerSync keeps the worker ID durably, so that a restart issues IDs
+// without asking a quorum.
+func (s *Store) SetWorkerSync(worker, startAboveMS int64) error {
+	v := binary.BigEndian.AppendUint64(nil, uint64(worker))
+	return s.SetSync(keyWorker, binary.BigEndian.AppendUint64(v, uint64(startAboveMS)))
 }
 
 // EnsureLayout stores layout on first start; later it refuses a different

@@ -552,6 +552,8 @@ func cmdInfo(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 		kv("total_connections_received", s.stats.connections.Load()),
 		kv("total_commands_processed", s.stats.commands.Load()),
 		kv("ids_issued", s.stats.idsIssued.Load()),
+		kv("segment_values_issued", s.stats.valuesIssued.Load()),
+		kv("tryagain_errors", s.stats.tryAgains.Load()),
 		kv("total_error_replies", s.stats.errorReplies.Load()),
 		kv("protocol_errors", s.stats.protocolErrors.Load()),
 		kv("clockback_errors", s.stats.clockBacks.Load()),
@@ -570,6 +572,17 @@ func cmdInfo(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 		kv("last_id_time_ms", st.LastTimeMS),
 		kv("clock_borrow_ms", st.BorrowMS),
 	)
-	section("Keyspace")
+	var clusterLines []string
+	keyspace := []string{}
+	if s.cfg.Cluster != nil {
+		for _, kv := range s.cfg.Cluster.Info() {
+			clusterLines = append(clusterLines, kv[0]+":"+kv[1])
+		}
+		if n := s.cfg.Cluster.Size(); n > 0 {
+			keyspace = append(keyspace, fmt.Sprintf("db0:keys=%d,expires=0,avg_ttl=0", n))
+		}
+	}
+	section("Cluster", clusterLines...)
+	section("Keyspace", keyspace...)
 	conn.WriteBulkString(b.String())
 }

@@ -33,6 +33,8 @@ type Config struct {
 	Bind     string
 	Logger   *slog.Logger
 	Now      func() time.Time // TIME; time.Now when nil
+	Segments SegmentServer    // INCR, INCRBY, NEXTSEG; nil: refused
+	Cluster  ClusterNode      // GET, SET, EXISTS, DBSIZE, CLUSTER; nil: refused
 }
 
 // RedisVersion is the Redis version whose behaviour the server follows; it
@@ -58,6 +60,8 @@ type stats struct {
 	connections    atomic.Int64 // accepted, ever
 	commands       atomic.Int64
 	idsIssued      atomic.Int64 // NEXTID and GENEID IDs
+	valuesIssued   atomic.Int64 // segment values: INCR, INCRBY, NEXTSEG
+	tryAgains      atomic.Int64
 	protocolErrors atomic.Int64
 	clockBacks     atomic.Int64
 	authFailures   atomic.Int64

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,7 +21,9 @@ type Config struct {
 	Port        int
 	Dir         string
 	NodeID      string
-	WorkerID    int64
+	RaftAddr    string
+	Join        string
+	SegmentStep int64
 	Epoch       string
 	Layout      engine.Layout
 	Window      time.Duration
@@ -41,7 +45,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.IntVar(&c.Port, "port", 6380, "RESP port; 0 picks a free port and logs it")
 	fs.StringVar(&c.Dir, "dir", "./idserver-data", "data directory (locked: one process per directory)")
 	fs.StringVar(&c.NodeID, "node-id", "", "node ID (generated once and kept in --dir when empty)")
-	fs.Int64Var(&c.WorkerID, "worker-id", 0, "worker ID of this node; unique per node sharing an ID space")
+	fs.StringVar(&c.RaftAddr, "raft-addr", "", "Raft transport address (default: --bind with --port+10000, or a free port with --port 0)")
+	fs.StringVar(&c.Join, "join", "", "RESP address (host:port) of a cluster member to join")
+	fs.Int64Var(&c.SegmentStep, "segment-step", 1000, "smallest segment a node fetches for a tag")
 	fs.StringVar(&c.Epoch, "epoch", def.Epoch.Format(time.RFC3339), "start of ID time, RFC 3339")
 	fs.IntVar(&c.Layout.TimeBits, "time-bits", def.TimeBits, "bits of milliseconds since the epoch")
 	fs.IntVar(&c.Layout.WorkerBits, "worker-bits", def.WorkerBits, "bits of worker ID")
@@ -89,8 +95,8 @@ func (c *Config) Validate() error {
 	switch {
 	case c.Port < 0 || c.Port > 65535:
 		return fmt.Errorf("--port %d is not a TCP port", c.Port)
-	case c.WorkerID < 0 || c.WorkerID > c.Layout.MaxWorker():
-		return fmt.Errorf("--worker-id %d does not fit in %d worker bits (0..%d)", c.WorkerID, c.Layout.WorkerBits, c.Layout.MaxWorker())
+	case c.SegmentStep < 1 || c.SegmentStep > 1_000_000:
+		return fmt.Errorf("--segment-step %d must be between 1 and 1000000", c.SegmentStep)
 	case c.Window < 10*time.Millisecond:
 		return fmt.Errorf("--window %v is too short (at least 10ms)", c.Window)
 	case c.MaxBorrow < 0:
@@ -99,6 +105,16 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--max-bulk %d must be between 1024 and %d", c.MaxBulk, 512<<20)
 	case c.Dir == "":
 		return errors.New("--dir must not be empty")
+	}
+	if c.RaftAddr == "" {
+		port := 0
+		if c.Port != 0 {
+			port = c.Port + 10000
+		}
+		if port > 65535 {
+			return fmt.Errorf("--port %d leaves no room for the default --raft-addr (port+10000); set --raft-addr", c.Port)
+		}
+		c.RaftAddr = net.JoinHostPort(c.Bind, strconv.Itoa(port))
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(c.LogLevel)); err != nil {

@@ -2,6 +2,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,12 +12,17 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"idserver/cluster"
 	"idserver/engine"
 	"idserver/persist"
 	"idserver/resp"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -65,27 +71,80 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	if err != nil {
 		return fail(err)
 	}
-	gen, err := engine.New(engine.Config{
-		Layout:    cfg.Layout,
-		Worker:    cfg.WorkerID,
-		Window:    cfg.Window,
-		MaxBorrow: cfg.MaxBorrow,
-	}, time.Now, store)
-	if err != nil {
-		return fail(err)
-	}
-	ctx, stopReserving := context.WithCancel(context.Background())
-	reserved := make(chan struct{})
-	go func() {
-		defer close(reserved)
-		gen.Run(ctx, func(err error) { log.Error("high-water step failed", "err", err) })
-	}()
 
+	// The RESP listener comes first: its address is what the cluster knows
+	// this node by.
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.Port)))
 	if err != nil {
-		stopReserving()
 		return fail(err)
 	}
+	defer ln.Close()
+	respAddr := ln.Addr().String()
+	raftAddr, err := freeIfZero(cfg.RaftAddr)
+	if err != nil {
+		return fail(err)
+	}
+	restart := cluster.Existing(cfg.Dir)
+	var segments atomic.Pointer[engine.Segments]
+	cl, err := cluster.Open(cluster.Config{
+		NodeID:           nodeID,
+		Dir:              cfg.Dir,
+		RaftBind:         raftAddr,
+		RESPAddr:         respAddr,
+		Password:         cfg.RequirePass,
+		MaxWorker:        cfg.Layout.MaxWorker(),
+		Store:            store,
+		Logger:           log,
+		HeartbeatTimeout: 500 * time.Millisecond,
+		ElectionTimeout:  500 * time.Millisecond,
+		OnFloor: func(tag string, v int64) {
+			if s := segments.Load(); s != nil {
+				s.DropBelow(tag, v)
+			}
+		},
+	}, cfg.Join != "")
+	if err != nil {
+		return fail(err)
+	}
+	closeCluster := func() {
+		if err := cl.Close(); err != nil {
+			log.Error("closing raft", "err", err)
+		}
+	}
+	worker, startAbove, err := workerID(cl, store, cfg, nodeID, raftAddr, respAddr, log)
+	if err != nil {
+		closeCluster()
+		return fail(err)
+	}
+	if restart {
+		// Addresses may have changed (--port 0): tell the cluster, when it can hear.
+		go announce(cl, nodeID, raftAddr, respAddr, log)
+	}
+	gen, err := engine.New(engine.Config{
+		Layout:       cfg.Layout,
+		Worker:       worker,
+		Window:       cfg.Window,
+		MaxBorrow:    cfg.MaxBorrow,
+		StartAboveMS: startAbove,
+	}, time.Now, store)
+	if err != nil {
+		closeCluster()
+		return fail(err)
+	}
+	segs := engine.NewSegments(cl, cfg.SegmentStep, time.Now)
+	segments.Store(segs)
+	ctx, stopBackground := context.WithCancel(context.Background())
+	var background sync.WaitGroup
+	background.Add(2)
+	go func() {
+		defer background.Done()
+		gen.Run(ctx, func(err error) { log.Error("high-water step failed", "err", err) })
+	}()
+	go func() {
+		defer background.Done()
+		replicateHighWater(ctx, cl, gen, nodeID)
+	}()
+
 	port := ln.Addr().(*net.TCPAddr).Port
 	limits := resp.DefaultLimits()
 	limits.MaxBulk = cfg.MaxBulk
@@ -97,12 +156,14 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		Port:     port,
 		Bind:     cfg.Bind,
 		Logger:   log,
+		Segments: segs,
+		Cluster:  cl,
 	}, gen)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	st := gen.Status()
-	log.Info("listening", "addr", ln.Addr().String(), "version", version, "node_id", nodeID,
-		"worker_id", cfg.WorkerID, "layout", cfg.Layout.String(), "dir", cfg.Dir,
+	log.Info("listening", "addr", respAddr, "raft_addr", raftAddr, "version", version, "node_id", nodeID,
+		"worker_id", worker, "layout", cfg.Layout.String(), "dir", cfg.Dir,
 		"logical_clock_ms", st.LogicalMS, "high_water_ms", st.HighWaterMS)
 
 	signals := make(chan os.Signal, 1)
@@ -116,16 +177,119 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		code = 1
 	}
 	srv.Close()
-	stopReserving()
-	<-reserved
+	stopBackground()
+	background.Wait()
 	if err := gen.Close(); err != nil && !errors.Is(err, engine.ErrClosed) {
 		log.Error("closing the generator", "err", err)
 		code = 1
 	}
+	closeCluster()
 	if err := store.Close(); err != nil {
 		log.Error("closing the store", "err", err)
 		code = 1
 	}
 	log.Info("stopped")
 	return code
+}
+
+// workerID returns the worker ID kept in the data directory, or asks the
+// cluster for one (joining through cfg.Join, or as the bootstrapped single
+// node) and keeps it.
+func workerID(cl *cluster.Cluster, store *persist.Store, cfg Config, nodeID, raftAddr, respAddr string, log *slog.Logger) (int64, int64, error) {
+	if w, above, ok, err := store.Worker(); err != nil || ok {
+		return w, above, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var (
+		w, above int64
+		err      error
+	)
+	for {
+		if cfg.Join != "" {
+			w, above, err = joinThrough(ctx, cfg.Join, cfg.RequirePass, nodeID, raftAddr, respAddr)
+		} else {
+			w, above, err = cl.Join(ctx, nodeID, raftAddr, respAddr)
+		}
+		if err == nil {
+			break
+		}
+		log.Info("waiting to join the cluster", "via", cmp.Or(cfg.Join, "self"), "err", err)
+		select {
+		case <-ctx.Done():
+			return 0, 0, fmt.Errorf("no worker ID from the cluster within 60s: %w", err)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	log.Info("worker ID assigned", "worker_id", w, "start_above_ms", above)
+	return w, above, store.SetWorkerSync(w, above)
+}
+
+// joinThrough sends CLUSTER JOIN to a member's RESP port.
+func joinThrough(ctx context.Context, member, password, nodeID, raftAddr, respAddr string) (int64, int64, error) {
+	c := redis.NewClient(&redis.Options{Addr: member, Password: password, Protocol: 2, MaxRetries: -1, DisableIdentity: true})
+	defer c.Close()
+	v, err := c.Do(ctx, "CLUSTER", "JOIN", nodeID, raftAddr, respAddr).Int64Slice()
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(v) != 2 {
+		return 0, 0, fmt.Errorf("CLUSTER JOIN answered %v", v)
+	}
+	return v[0], v[1], nil
+}
+
+// announce re-registers a restarted node's addresses once there is a leader.
+func announce(cl *cluster.Cluster, nodeID, raftAddr, respAddr string, log *slog.Logger) {
+	for range 240 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, _, err := cl.Join(ctx, nodeID, raftAddr, respAddr)
+		cancel()
+		if err == nil {
+			return
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	log.Warn("could not announce this node's addresses to the cluster")
+}
+
+// replicateHighWater copies the snowflake high-water into the state
+// machine every 2s, best effort.
+func replicateHighWater(ctx context.Context, cl *cluster.Cluster, gen *engine.Generator, nodeID string) {
+	var last int64
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		hw := gen.Status().HighWaterMS
+		if hw == last {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		if cl.HighWaterFor(rctx, nodeID, hw) == nil {
+			last = hw
+		}
+		cancel()
+	}
+}
+
+// freeIfZero turns host:0 into host:port with a port free right now.
+func freeIfZero(addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("--raft-addr %q: %v", addr, err)
+	}
+	if port != "0" {
+		return addr, nil
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
 }

@@ -165,7 +165,13 @@ func (p *proc) client() *redis.Client {
 // runToExit runs the binary to its end and returns its exit code and output.
 func runToExit(t *testing.T, args ...string) (int, string) {
 	t.Helper()
+	return runToExitEnv(t, nil, args...)
+}
+
+func runToExitEnv(t *testing.T, env []string, args ...string) (int, string) {
+	t.Helper()
 	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
 	switch {
@@ -270,7 +276,7 @@ func TestChangedLayoutRefusesToStart(t *testing.T) {
 
 func TestCleanShutdownAndRestart(t *testing.T) {
 	dir := t.TempDir()
-	p := startProc(t, dir, "--worker-id", "9")
+	p := startProc(t, dir)
 	before, err := p.client().Do(context.Background(), "NEXTID").Int64()
 	if err != nil {
 		t.Fatal(err)
@@ -280,7 +286,7 @@ func TestCleanShutdownAndRestart(t *testing.T) {
 		t.Fatalf("no clean stop in the log:\n%s", p.logText())
 	}
 	// Configuration from the environment.
-	p2, err := launch(t, dir, []string{"IDSERVER_WORKER_ID=9", "IDSERVER_MAX_BORROW=2s"})
+	p2, err := launch(t, dir, []string{"IDSERVER_GENE_BITS=8", "IDSERVER_MAX_BORROW=2s"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,9 +295,10 @@ func TestCleanShutdownAndRestart(t *testing.T) {
 		t.Fatalf("after restart: %d, %v (before %d)", after, err, before)
 	}
 	parts, _ := engine.DefaultLayout().Decode(after)
-	if parts.Worker != 9 {
-		t.Fatalf("IDSERVER_WORKER_ID=9 gave worker %d", parts.Worker)
+	if parts.Worker != 0 {
+		t.Fatalf("a single node's worker is %d, want 0 from the cluster", parts.Worker)
 	}
+
 }
 
 func TestVersionAndBadFlags(t *testing.T) {
@@ -301,13 +308,17 @@ func TestVersionAndBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"--time-bits", "40"},
 		{"--gene-bits", "13"},
-		{"--worker-id", "1024"},
+		{"--segment-step", "0"},
 		{"--epoch", "yesterday"},
 		{"--nosuchflag"},
 	} {
 		if code, out := runToExit(t, append(args, "--dir", t.TempDir())...); code != 2 {
 			t.Errorf("%v: exit %d, want 2; output:\n%s", args, code, out)
 		}
+	}
+	// A bad value in the environment is refused like a bad flag.
+	if code, out := runToExitEnv(t, []string{"IDSERVER_TIME_BITS=40"}, "--dir", t.TempDir()); code != 2 || !strings.Contains(out, "time-bits") {
+		t.Errorf("IDSERVER_TIME_BITS=40: exit %d, output:\n%s", code, out)
 	}
 }
 

@@ -1,0 +1,364 @@
+package cluster_test
+
+// In-process clusters: real Raft over loopback TCP, real Pebble, real RESP
+// servers for the follower-to-leader forwarding.
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"idserver/cluster"
+	"idserver/engine"
+	"idserver/persist"
+	"idserver/resp"
+)
+
+type node struct {
+	id    string
+	dir   string
+	store *persist.Store
+	cl    *cluster.Cluster
+	srv   *resp.Server
+	ln    net.Listener
+	addr  string
+	segs  *engine.Segments
+	gen   *engine.Generator
+	rdb   *redis.Client
+	down  atomic.Bool
+	bufs  atomic.Pointer[engine.Segments]
+}
+
+// startNode opens a node in dir; the first node bootstraps, others join
+// through the leader's Join.
+func startNode(t *testing.T, id, dir string, joinVia *node, snapshotThreshold uint64) *node {
+	t.Helper()
+	store, err := persist.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rl, _ := net.Listen("tcp", "127.0.0.1:0")
+	raftAddr := rl.Addr().String()
+	rl.Close()
+	n := &node{id: id, dir: dir, store: store, ln: ln, addr: ln.Addr().String()}
+	n.cl, err = cluster.Open(cluster.Config{
+		NodeID: id, Dir: dir, RaftBind: raftAddr, RESPAddr: n.addr, MaxWorker: 1023, Store: store,
+		HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond,
+		SnapshotThreshold: snapshotThreshold,
+		OnFloor: func(tag string, v int64) {
+			if s := n.bufs.Load(); s != nil {
+				s.DropBelow(tag, v)
+			}
+		},
+	}, joinVia != nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var worker int64
+	for {
+		var err error
+		if joinVia == nil {
+			worker, _, err = n.cl.Join(ctx, id, raftAddr, n.addr)
+		} else {
+			worker, _, err = joinVia.cl.Join(ctx, id, raftAddr, n.addr)
+		}
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s: join: %v", id, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	n.gen, err = engine.New(engine.Config{Layout: engine.DefaultLayout(), Worker: worker, MaxBorrow: time.Second}, time.Now, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.segs = engine.NewSegments(n.cl, 100, time.Now)
+	n.bufs.Store(n.segs)
+	n.srv = resp.New(resp.Config{Version: "test", NodeID: id, Segments: n.segs, Cluster: n.cl}, n.gen)
+	go n.srv.Serve(ln)
+	n.rdb = redis.NewClient(&redis.Options{Addr: n.addr, MaxRetries: -1})
+	t.Cleanup(n.stop)
+	return n
+}
+
+// stop shuts the node down (as a crash would, for its clients and peers).
+func (n *node) stop() {
+	if n.down.Swap(true) {
+		return
+	}
+	n.rdb.Close()
+	n.srv.Close()
+	n.gen.Close()
+	n.cl.Close()
+	n.store.Close()
+}
+
+func startCluster(t *testing.T, size int, snapshotThreshold uint64) []*node {
+	t.Helper()
+	nodes := []*node{startNode(t, "n1", t.TempDir(), nil, snapshotThreshold)}
+	for i := 2; i <= size; i++ {
+		nodes = append(nodes, startNode(t, fmt.Sprintf("n%d", i), t.TempDir(), nodes[0], snapshotThreshold))
+	}
+	return nodes
+}
+
+// leader polls until one live node leads.
+func leader(t *testing.T, nodes []*node) *node {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		for _, n := range nodes {
+			if !n.down.Load() && n.cl.IsLeader() {
+				return n
+			}
+		}
+	}
+	t.Fatal("no leader within 20s")
+	return nil
+}
+
+// collector keeps every value handed out, per tag, and checks they never
+// repeat, and that one node's values of one tag strictly increase.
+type collector struct {
+	mu     sync.Mutex
+	seen   map[string]map[int64]string
+	errs   map[string]int
+	values int
+}
+
+func newCollector() *collector {
+	return &collector{seen: map[string]map[int64]string{}, errs: map[string]int{}}
+}
+
+func (c *collector) add(t *testing.T, tag, who string, first, last int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.seen[tag] == nil {
+		c.seen[tag] = map[int64]string{}
+	}
+	for v := first; v <= last; v++ {
+		if prev, dup := c.seen[tag][v]; dup {
+			t.Errorf("tag %s value %d handed out twice: by %s and %s", tag, v, prev, who)
+		}
+		c.seen[tag][v] = who
+		c.values++
+	}
+}
+
+func (c *collector) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.values
+}
+
+func (c *collector) fail(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	code := strings.SplitN(err.Error(), " ", 2)[0]
+	c.errs[code]++
+}
+
+// load runs clients against every node until stop is closed: INCR, INCRBY,
+// NEXTSEG on two tags, each client checking its node's values increase.
+func load(t *testing.T, nodes []*node, c *collector, stop chan struct{}) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		for k := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx := context.Background()
+				tag := []string{"orders", "invoices"}[k]
+				last := int64(0)
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					var first, l int64
+					var err error
+					switch i % 3 {
+					case 0:
+						l, err = n.rdb.Do(ctx, "INCR", tag).Int64()
+						first = l
+					case 1:
+						l, err = n.rdb.Do(ctx, "INCRBY", tag, 7).Int64()
+						first = l - 6
+					default:
+						var v []int64
+						v, err = n.rdb.Do(ctx, "NEXTSEG", tag, 50).Int64Slice()
+						if err == nil {
+							first, l = v[0], v[1]
+						}
+					}
+					if err != nil {
+						if n.down.Load() {
+							return
+						}
+						c.fail(err)
+						time.Sleep(10 * time.Millisecond)
+						continue
+					}
+					if first <= last {
+						t.Errorf("%s: %s value %d after %d from the same node", n.id, tag, first, last)
+					}
+					last = l
+					c.add(t, tag, n.id, first, l)
+				}
+			}()
+		}
+	}
+	return &wg
+}
+
+func TestConcurrentAllocationsFromEveryNodeAreDisjoint(t *testing.T) {
+	nodes := startCluster(t, 3, 0)
+	c := newCollector()
+	stop := make(chan struct{})
+	wg := load(t, nodes, c, stop)
+	time.Sleep(2 * time.Second)
+	close(stop)
+	wg.Wait()
+	if c.values < 1000 {
+		t.Fatalf("only %d values handed out", c.values)
+	}
+	// Worker IDs differ, GET is above everything handed out.
+	workers := map[int64]bool{}
+	for _, n := range nodes {
+		w, ok := n.cl.Worker()
+		if !ok || workers[w] {
+			t.Fatalf("%s: worker %d (%v) not unique", n.id, w, ok)
+		}
+		workers[w] = true
+	}
+	for tag, vals := range c.seen {
+		hw, _ := leader(t, nodes).cl.Get(tag)
+		for v := range vals {
+			if v > hw {
+				t.Fatalf("%s: value %d above GET %d", tag, v, hw)
+			}
+		}
+	}
+	l := leader(t, nodes)
+	t.Logf("%d values from 3 nodes, no repeat; %d raft applies on the leader; errors %v", c.values, l.cl.Applies(), c.errs)
+}
+
+func TestLeaderLossMidLoadLosesNothing(t *testing.T) {
+	for _, how := range []string{"transfer", "shutdown"} {
+		t.Run(how, func(t *testing.T) {
+			nodes := startCluster(t, 3, 0)
+			c := newCollector()
+			stop := make(chan struct{})
+			wg := load(t, nodes, c, stop)
+			time.Sleep(700 * time.Millisecond)
+			old := leader(t, nodes)
+			if how == "transfer" {
+				if err := old.cl.TransferLeadership(); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				old.stop()
+			}
+			time.Sleep(300 * time.Millisecond)
+			nl := leader(t, nodes)
+			if nl == old && how == "transfer" {
+				t.Fatal("leadership did not move")
+			}
+			before := c.count()
+			time.Sleep(1500 * time.Millisecond)
+			close(stop)
+			wg.Wait()
+			if c.values <= before {
+				t.Fatalf("no values after the leader change (%d before, %d after)", before, c.values)
+			}
+			t.Logf("%s: %d values, no repeat; new leader %s; errors %v", how, c.values, nl.id, c.errs)
+		})
+	}
+}
+
+func TestNodeWithoutQuorumServesBufferThenTryAgain(t *testing.T) {
+	nodes := startCluster(t, 3, 0)
+	ctx := context.Background()
+	lone := nodes[2]
+	// Warm its buffer, then take the quorum away.
+	for range 10 {
+		if err := lone.rdb.Do(ctx, "INCR", "orders").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // let the prefetch land
+	nodes[0].stop()
+	nodes[1].stop()
+	served, ids := 0, 0
+	var err error
+	for range 100000 {
+		if _, err = lone.rdb.Do(ctx, "NEXTID").Int64(); err != nil {
+			t.Fatalf("NEXTID without quorum: %v", err)
+		}
+		ids++
+		if err = lone.rdb.Do(ctx, "INCR", "orders").Err(); err != nil {
+			break
+		}
+		served++
+	}
+	if err == nil || !strings.HasPrefix(err.Error(), "TRYAGAIN") {
+		t.Fatalf("after %d INCRs without quorum: %v, want TRYAGAIN", served, err)
+	}
+	if served < 90 {
+		t.Fatalf("only %d INCRs served from the buffer", served)
+	}
+	if _, err := lone.rdb.Do(ctx, "NEXTID").Int64(); err != nil {
+		t.Fatalf("NEXTID after the buffer ran dry: %v", err)
+	}
+	t.Logf("without quorum: %d INCRs from the buffer, then TRYAGAIN; NEXTID kept working (%d)", served, ids)
+}
+
+func TestNewNodeRestoresFromSnapshot(t *testing.T) {
+	nodes := startCluster(t, 1, 16)
+	ctx := context.Background()
+	var last int64
+	for i := range 200 {
+		v, err := nodes[0].rdb.Do(ctx, "NEXTSEG", fmt.Sprintf("t%d", i%5), 1000).Int64Slice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = v[1]
+	}
+	if err := nodes[0].cl.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	// A node that joins now gets the state by snapshot, the log being compacted.
+	n2 := startNode(t, "n2", t.TempDir(), nodes[0], 16)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if v, _ := n2.cl.Get("t4"); v == last {
+			break
+		}
+		if time.Now().After(deadline) {
+			v, _ := n2.cl.Get("t4")
+			t.Fatalf("new node has t4 at %d, want %d", v, last)
+		}
+	}
+	if n2.cl.Size() != 5 {
+		t.Fatalf("new node has %d tags, want 5", n2.cl.Size())
+	}
+	// And it allocates above what the snapshot holds.
+	v, err := n2.rdb.Do(ctx, "INCR", "t4").Int64()
+	if err != nil || v <= last {
+		t.Fatalf("INCR on the restored node: %d %v (snapshot had %d)", v, err, last)
+	}
+}

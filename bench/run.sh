@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Side-by-side: idserver NEXTID against Debian's redis-server answering INCR,
+# Side-by-side: idserver NEXTID and INCR against Debian's redis-server answering INCR,
 # both driven by redis-benchmark -c 50 on this machine, in the same run.
 # Needs redis-server and redis-tools (apt-get install redis-server redis-tools).
 #
@@ -46,16 +46,17 @@ rps() {
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 echo "idserver GOMAXPROCS=$PROCS, redis-benchmark -c 50, median of $ROUNDS rounds"
-printf '%-12s %16s %16s %8s\n' pipeline "redis INCR/s" "idserver NEXTID/s" ratio
+printf '%-9s %13s %17s %6s %15s %6s\n' pipeline "redis INCR/s" "idserver NEXTID/s" ratio "idserver INCR/s" ratio
 for p in 1 32; do
   n=$N; [ "$p" -gt 1 ] && n=$((N * 10))
-  r=(); i=()
+  r=(); i=(); s=()
   for _ in $(seq "$ROUNDS"); do
     r+=("$(rps "$rport" "$p" "$n" INCR counter)")
     i+=("$(rps "$iport" "$p" "$n" NEXTID)")
+    s+=("$(rps "$iport" "$p" "$n" INCR counter)")
   done
-  rm=$(printf '%s\n' "${r[@]}" | median); im=$(printf '%s\n' "${i[@]}" | median)
-  printf '%-12s %16.0f %16.0f %8.2f\n' "$p" "$rm" "$im" "$(echo "$im / $rm" | bc -l)"
+  rm=$(printf '%s\n' "${r[@]}" | median); im=$(printf '%s\n' "${i[@]}" | median); sm=$(printf '%s\n' "${s[@]}" | median)
+  printf '%-9s %13.0f %17.0f %6.2f %15.0f %6.2f\n' "$p" "$rm" "$im" "$(echo "$im / $rm" | bc -l)" "$sm" "$(echo "$sm / $rm" | bc -l)"
 done
 # 20 s of batches: the first second may borrow ahead (--max-borrow), later ones wait for the clock.
 b=$(rps "$iport" 1 80000 NEXTID 1000)

@@ -88,7 +88,7 @@ func Open(cfg Config, join bool) (*Cluster, error) {
 	if err := os.MkdirAll(rdir, 0o755); err != nil {
 		return nil, err
 	}
-	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Output: slogWriter{cfg.Logger}, Level: hclog.Warn})
+	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Output: slogWriter{cfg.Logger}, Level: hclog.Warn, DisableTime: true})
 	logs, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(rdir, "raft.db")})
 	if err != nil {
 		return nil, fmt.Errorf("raft log store: %w", err)
@@ -519,19 +519,19 @@ func (c *Cluster) peer(addr string) *redis.Client {
 	return p
 }
 
-// slogWriter sends hclog's lines to slog.
+// slogWriter sends hclog's lines ("[WARN]  raft: ...") to slog at their level.
 type slogWriter struct{ log *slog.Logger }
 
 func (w slogWriter) Write(p []byte) (int, error) {
-	w.log.Warn(string(trimNewline(p)))
-	return len(p), nil
-}
-
-func trimNewline(p []byte) []byte {
-	for len(p) > 0 && (p[len(p)-1] == '\n' || p[len(p)-1] == '\r') {
-		p = p[:len(p)-1]
+	line := strings.TrimSpace(string(p))
+	level := slog.LevelInfo
+	for prefix, l := range map[string]slog.Level{"[ERROR]": slog.LevelError, "[WARN]": slog.LevelWarn, "[DEBUG]": slog.LevelDebug} {
+		if strings.HasPrefix(line, prefix) {
+			level, line = l, strings.TrimSpace(strings.TrimPrefix(line, prefix))
+		}
 	}
-	return p
+	w.log.Log(context.Background(), level, line)
+	return len(p), nil
 }
 
 var _ io.Writer = slogWriter{}

@@ -79,20 +79,14 @@ func (s *Segments) buffer(tag string) *segmentBuffer {
 }
 
 // Next returns n contiguous values of tag. Values one node returns for one
-// tag strictly increase.
+// tag strictly increase. It waits for the source at most a bounded time
+// (5s), whatever ctx allows.
 func (s *Segments) Next(ctx context.Context, tag string, n int64) (first, last int64, err error) {
 	b := s.buffer(tag)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if n > b.step {
-		// Larger than a segment: straight from the source. What is buffered
-		// lies below it and is dropped, so the order per node holds.
-		first, last, err = s.src.Allocate(ctx, tag, n)
-		if err == nil {
-			b.cur, b.spare = span{1, 0}, span{1, 0}
-			b.high = max(b.high, last)
-		}
-		return first, last, err
+		return s.direct(ctx, tag, b, n)
 	}
 	deadline := time.Now().Add(s.wait)
 	for b.cur.left() < n {
@@ -117,6 +111,10 @@ func (s *Segments) Next(ctx context.Context, tag string, n int64) (first, last i
 		if b.refillErr != nil && b.spare.left() < n && b.refilling == nil {
 			err := b.refillErr
 			b.refillErr = nil
+			if errors.Is(err, ErrOverflow) {
+				// A whole step no longer fits below the int64 edge; n may.
+				return s.direct(ctx, tag, b, n)
+			}
 			return 0, 0, err
 		}
 		if !time.Now().Before(deadline) && b.spare.left() < n {
@@ -130,6 +128,20 @@ func (s *Segments) Next(ctx context.Context, tag string, n int64) (first, last i
 		s.startRefill(tag, b)
 	}
 	return first, first + n - 1, nil
+}
+
+// direct allocates n values straight from the source. What is buffered
+// lies below them and is dropped, so the order per node holds. Caller
+// holds b.mu.
+func (s *Segments) direct(ctx context.Context, tag string, b *segmentBuffer, n int64) (int64, int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.wait)
+	defer cancel()
+	first, last, err := s.src.Allocate(ctx, tag, n)
+	if err == nil {
+		b.cur, b.spare = span{1, 0}, span{1, 0}
+		b.high = max(b.high, last)
+	}
+	return first, last, err
 }
 
 // rotate makes the spare current, adapting the step to how fast the last

@@ -64,7 +64,7 @@ func init() {
 func (s *Server) parseCount(conn redcon.Conn, arg []byte) (int, bool) {
 	n, ok := parseInt64(arg)
 	if !ok {
-		s.errorReply(conn, "ERR value is not an integer or out of range")
+		s.errorReply(conn, errNotInteger)
 		return 0, false
 	}
 	if n < 1 || n > MaxCount {
@@ -196,7 +196,7 @@ func cmdSelect(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	n, ok := parseInt64(args[1])
 	switch {
 	case !ok:
-		s.errorReply(conn, "ERR value is not an integer or out of range")
+		s.errorReply(conn, errNotInteger)
 	case n != 0:
 		s.errorReply(conn, "ERR DB index is out of range")
 	default:

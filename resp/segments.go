@@ -43,7 +43,7 @@ func init() {
 		{name: "incr", arity: 2, flags: []string{"write", "fast"}, summary: "The next value of a tag", handler: cmdIncr},
 		{name: "incrby", arity: 3, flags: []string{"write", "fast"}, summary: "Reserve n values of a tag, return the last", handler: cmdIncrBy},
 		{name: "get", arity: 2, flags: []string{"readonly", "fast"}, summary: "A tag's cluster-wide allocation high-water", handler: cmdGet},
-		{name: "set", arity: 3, flags: []string{"write"}, summary: "Raise a tag: every later value is above v", handler: cmdSet},
+		{name: "set", arity: -3, flags: []string{"write"}, summary: "Raise a tag: every later value is above v", handler: cmdSet},
 		{name: "exists", arity: -2, flags: []string{"readonly", "fast"}, summary: "How many of the tags exist", handler: cmdExists},
 		{name: "dbsize", arity: 1, flags: []string{"readonly", "fast"}, summary: "The number of tags", handler: cmdDBSize},
 		{name: "decr", arity: 2, flags: []string{"write"}, summary: "Refused: values never go back", handler: cmdNeverBack},
@@ -83,9 +83,8 @@ func (s *Server) next(conn redcon.Conn, tag []byte, n int64) (int64, int64, bool
 		s.errorReply(conn, "ERR segments are not served by this node")
 		return 0, 0, false
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
-	defer cancel()
-	first, last, err := s.cfg.Segments.Next(ctx, string(tag), n)
+	// No per-request timer on the hot path: Segments bounds its own waits.
+	first, last, err := s.cfg.Segments.Next(context.Background(), string(tag), n)
 	if err != nil {
 		s.clusterError(conn, err)
 		return 0, 0, false
@@ -100,7 +99,7 @@ func cmdNextSeg(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	}
 	n, ok := parseInt64(args[2])
 	if !ok {
-		s.errorReply(conn, "ERR value is not an integer or out of range")
+		s.errorReply(conn, errNotInteger)
 		return
 	}
 	if n < 1 || n > MaxSegment {
@@ -129,7 +128,7 @@ func cmdIncrBy(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	}
 	n, ok := parseInt64(args[2])
 	if !ok {
-		s.errorReply(conn, "ERR value is not an integer or out of range")
+		s.errorReply(conn, errNotInteger)
 		return
 	}
 	if n < 1 {
@@ -166,12 +165,17 @@ func cmdGet(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 }
 
 func cmdSet(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+	if len(args) > 3 {
+		// Redis's SET options (EX, NX, GET, ...) mean nothing for ID tags.
+		s.errorReply(conn, "ERR syntax error")
+		return
+	}
 	if !s.validTag(conn, args[1]) || !s.needCluster(conn) {
 		return
 	}
 	v, ok := parseInt64(args[2])
 	if !ok {
-		s.errorReply(conn, "ERR value is not an integer or out of range")
+		s.errorReply(conn, errNotInteger)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
@@ -258,7 +262,7 @@ func cmdCluster(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	case "alloc":
 		n, ok := parseInt64(args[3])
 		if !ok || n < 1 || n > MaxSegment {
-			s.errorReply(conn, "ERR value is not an integer or out of range")
+			s.errorReply(conn, errNotInteger)
 			return
 		}
 		first, last, err := cl.Allocate(ctx, string(args[2]), n)
@@ -272,7 +276,7 @@ func cmdCluster(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	case "highwater":
 		ms, ok := parseInt64(args[3])
 		if !ok {
-			s.errorReply(conn, "ERR value is not an integer or out of range")
+			s.errorReply(conn, errNotInteger)
 			return
 		}
 		if err := cl.HighWaterFor(ctx, string(args[2]), ms); err != nil {

@@ -299,3 +299,6 @@ func writeNull(conn redcon.Conn, c *client) {
 	}
 	conn.WriteNull()
 }
+
+// errNotInteger is Redis's reply to an argument that is not an int64.
+const errNotInteger = "ERR value is not an integer or out of range"

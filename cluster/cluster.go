@@ -42,6 +42,9 @@ type Config struct {
 	Store     *persist.Store
 	Logger    *slog.Logger
 	OnFloor   func(tag string, v int64) // a SET raised a tag
+	// Stream carries Raft traffic; nil means TCP on RaftBind. Tests pass
+	// one they can partition.
+	Stream raft.StreamLayer
 
 	// Raft timing; zero means the defaults below.
 	HeartbeatTimeout  time.Duration
@@ -103,7 +106,12 @@ func Open(cfg Config, join bool) (*Cluster, error) {
 		logs.Close()
 		return nil, err
 	}
-	trans, err := raft.NewTCPTransportWithLogger(cfg.RaftBind, addr, 3, 10*time.Second, hlog)
+	var trans *raft.NetworkTransport
+	if cfg.Stream != nil {
+		trans = raft.NewNetworkTransportWithLogger(cfg.Stream, 3, 10*time.Second, hlog)
+	} else {
+		trans, err = raft.NewTCPTransportWithLogger(cfg.RaftBind, addr, 3, 10*time.Second, hlog)
+	}
 	if err != nil {
 		logs.Close()
 		return nil, fmt.Errorf("raft transport on %s: %w", cfg.RaftBind, err)

@@ -5,6 +5,7 @@ package cluster_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/redis/go-redis/v9"
 
 	"idserver/cluster"
@@ -22,18 +24,76 @@ import (
 )
 
 type node struct {
-	id    string
-	dir   string
-	store *persist.Store
-	cl    *cluster.Cluster
-	srv   *resp.Server
-	ln    net.Listener
-	addr  string
-	segs  *engine.Segments
-	gen   *engine.Generator
-	rdb   *redis.Client
-	down  atomic.Bool
-	bufs  atomic.Pointer[engine.Segments]
+	id     string
+	dir    string
+	store  *persist.Store
+	cl     *cluster.Cluster
+	srv    *resp.Server
+	ln     net.Listener
+	addr   string
+	segs   *engine.Segments
+	gen    *engine.Generator
+	rdb    *redis.Client
+	worker int64
+	down   atomic.Bool
+	bufs   atomic.Pointer[engine.Segments]
+	// stream carries the node's Raft traffic and can cut it off.
+	stream *cutStream
+}
+
+// cutStream is a Raft stream layer over loopback TCP that a test can cut:
+// while cut, the node neither reaches nor is reached by its peers.
+type cutStream struct {
+	net.Listener
+	cut   atomic.Bool
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func (s *cutStream) track(c net.Conn) net.Conn {
+	s.mu.Lock()
+	s.conns = append(s.conns, c)
+	s.mu.Unlock()
+	return c
+}
+
+func (s *cutStream) Accept() (net.Conn, error) {
+	for {
+		c, err := s.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if s.cut.Load() {
+			c.Close()
+			continue
+		}
+		return s.track(c), nil
+	}
+}
+
+func (s *cutStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	if s.cut.Load() {
+		return nil, errors.New("partitioned")
+	}
+	c, err := net.DialTimeout("tcp", string(addr), timeout)
+	if err != nil {
+		return nil, err
+	}
+	return s.track(c), nil
+}
+
+// partition cuts the node off (true) or heals it (false). Peers' dials to
+// it fail too, since it accepts nothing while cut.
+func (s *cutStream) partition(cut bool) {
+	s.cut.Store(cut)
+	if cut {
+		s.mu.Lock()
+		for _, c := range s.conns {
+			c.Close()
+		}
+		s.conns = nil
+		s.mu.Unlock()
+	}
 }
 
 // startNode opens a node in dir; the first node bootstraps, others join
@@ -48,14 +108,16 @@ func startNode(t *testing.T, id, dir string, joinVia *node, snapshotThreshold ui
 	if err != nil {
 		t.Fatal(err)
 	}
-	rl, _ := net.Listen("tcp", "127.0.0.1:0")
+	rl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
 	raftAddr := rl.Addr().String()
-	rl.Close()
-	n := &node{id: id, dir: dir, store: store, ln: ln, addr: ln.Addr().String()}
+	n := &node{id: id, dir: dir, store: store, ln: ln, addr: ln.Addr().String(), stream: &cutStream{Listener: rl}}
 	n.cl, err = cluster.Open(cluster.Config{
 		NodeID: id, Dir: dir, RaftBind: raftAddr, RESPAddr: n.addr, MaxWorker: 1023, Store: store,
 		HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond,
-		SnapshotThreshold: snapshotThreshold,
+		SnapshotThreshold: snapshotThreshold, Stream: n.stream,
 		OnFloor: func(tag string, v int64) {
 			if s := n.bufs.Load(); s != nil {
 				s.DropBelow(tag, v)
@@ -67,13 +129,13 @@ func startNode(t *testing.T, id, dir string, joinVia *node, snapshotThreshold ui
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	var worker int64
+	var worker, startAbove int64
 	for {
 		var err error
 		if joinVia == nil {
-			worker, _, err = n.cl.Join(ctx, id, raftAddr, n.addr)
+			worker, startAbove, err = n.cl.Join(ctx, id, raftAddr, n.addr)
 		} else {
-			worker, _, err = joinVia.cl.Join(ctx, id, raftAddr, n.addr)
+			worker, startAbove, err = joinVia.cl.Join(ctx, id, raftAddr, n.addr)
 		}
 		if err == nil {
 			break
@@ -83,7 +145,8 @@ func startNode(t *testing.T, id, dir string, joinVia *node, snapshotThreshold ui
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	n.gen, err = engine.New(engine.Config{Layout: engine.DefaultLayout(), Worker: worker, MaxBorrow: time.Second}, time.Now, store)
+	n.worker = worker
+	n.gen, err = engine.New(engine.Config{Layout: engine.DefaultLayout(), Worker: worker, MaxBorrow: time.Second, StartAboveMS: startAbove}, time.Now, store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,11 +303,10 @@ func TestConcurrentAllocationsFromEveryNodeAreDisjoint(t *testing.T) {
 	// Worker IDs differ, GET is above everything handed out.
 	workers := map[int64]bool{}
 	for _, n := range nodes {
-		w, ok := n.cl.Worker()
-		if !ok || workers[w] {
-			t.Fatalf("%s: worker %d (%v) not unique", n.id, w, ok)
+		if workers[n.worker] {
+			t.Fatalf("%s: worker %d not unique", n.id, n.worker)
 		}
-		workers[w] = true
+		workers[n.worker] = true
 	}
 	for tag, vals := range c.seen {
 		hw, _ := leader(t, nodes).cl.Get(tag)
@@ -360,5 +422,128 @@ func TestNewNodeRestoresFromSnapshot(t *testing.T) {
 	v, err := n2.rdb.Do(ctx, "INCR", "t4").Int64()
 	if err != nil || v <= last {
 		t.Fatalf("INCR on the restored node: %d %v (snapshot had %d)", v, err, last)
+	}
+}
+
+// TestPartitions cuts a follower, then the leader, off the network while
+// every node is under load. The cut-off node keeps issuing NEXTID, serves
+// INCR from its buffers, then answers TRYAGAIN; the majority carries on;
+// after healing, all serve again; no value ever repeats.
+func TestPartitions(t *testing.T) {
+	nodes := startCluster(t, 3, 0)
+	ctx := context.Background()
+	c := newCollector()
+	stop := make(chan struct{})
+	wg := load(t, nodes[:2], c, stop) // the third node is driven by hand below
+	defer func() {
+		close(stop)
+		wg.Wait()
+	}()
+	time.Sleep(500 * time.Millisecond)
+
+	for _, victim := range []string{"follower", "leader"} {
+		l := leader(t, nodes)
+		var lone *node
+		for _, n := range nodes {
+			if (victim == "leader") == (n == l) {
+				lone = n
+				if victim == "leader" || n != nodes[0] {
+					break
+				}
+			}
+		}
+		// Warm the lone node's buffer for the tag it will serve alone.
+		tag := "alone-" + victim
+		for range 5 {
+			if v, err := lone.rdb.Do(ctx, "INCR", tag).Int64(); err != nil {
+				t.Fatal(err)
+			} else {
+				c.add(t, tag, lone.id, v, v)
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+		lone.stream.partition(true)
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if _, ok := lone.cl.Leader(); !ok {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the cut-off node still sees a leader", victim)
+			}
+		}
+		before := c.count()
+		served := 0
+		var err error
+		for range 100000 {
+			if _, err = lone.rdb.Do(ctx, "NEXTID").Int64(); err != nil {
+				t.Fatalf("%s: NEXTID while cut off: %v", victim, err)
+			}
+			var v int64
+			if v, err = lone.rdb.Do(ctx, "INCR", tag).Int64(); err != nil {
+				break
+			}
+			c.add(t, tag, lone.id, v, v)
+			served++
+		}
+		if err == nil || !strings.HasPrefix(err.Error(), "TRYAGAIN") {
+			t.Fatalf("%s: after %d INCRs cut off: %v, want TRYAGAIN", victim, served, err)
+		}
+		time.Sleep(time.Second)
+		if c.count() <= before+served {
+			t.Fatalf("%s: the majority handed out nothing while %s was cut off", victim, lone.id)
+		}
+		lone.stream.partition(false)
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			v, err := lone.rdb.Do(ctx, "INCR", tag).Int64()
+			if err == nil {
+				c.add(t, tag, lone.id, v, v)
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: after healing: %v", victim, err)
+			}
+		}
+		t.Logf("%s cut off: %d INCRs from its buffer, then TRYAGAIN; NEXTID kept working; healed and serving", victim, served)
+	}
+	t.Logf("%d values in all, no repeat; errors %v", c.count(), c.errs)
+}
+
+// TestForgetFreesTheWorkerID: after CLUSTER FORGET, a new node gets the
+// forgotten worker ID and starts its clock above the forgotten node's
+// replicated high-water.
+func TestForgetFreesTheWorkerID(t *testing.T) {
+	nodes := startCluster(t, 3, 0)
+	ctx := context.Background()
+	gone := nodes[2]
+	w := gone.worker
+	hw := gone.gen.Status().HighWaterMS
+	if err := gone.cl.HighWaterFor(ctx, gone.id, hw); err != nil {
+		t.Fatal(err)
+	}
+	gone.stop()
+	if err := nodes[1].rdb.Do(ctx, "CLUSTER", "FORGET", gone.id).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// A new node: a new data directory, a new ID.
+	n4 := startNode(t, "n4", t.TempDir(), leader(t, nodes), 0)
+	if w4 := n4.worker; w4 != w {
+		t.Fatalf("new node got worker %d, want the forgotten %d", n4.worker, w)
+	}
+	id, err := n4.rdb.Do(ctx, "NEXTID").Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := engine.DefaultLayout().Decode(id)
+	if ms := p.UnixMS - engine.DefaultEpoch.UnixMilli(); ms <= hw {
+		t.Fatalf("new holder of worker %d issued at %d ms, not above the forgotten high-water %d", w, ms, hw)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		info, _ := n4.rdb.Do(ctx, "CLUSTER", "INFO").Text()
+		if strings.Contains(info, "\r\nmembers:3\r\n") && strings.Contains(info, "n4=") && !strings.Contains(info, gone.id+"=") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("CLUSTER INFO after forget and join:\n%s", info)
+		}
 	}
 }

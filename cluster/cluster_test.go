@@ -146,6 +146,9 @@ func startNode(t *testing.T, id, dir string, joinVia *node, snapshotThreshold ui
 		time.Sleep(50 * time.Millisecond)
 	}
 	n.worker = worker
+	if _, err := n.cl.WaitForLeader(ctx); err != nil {
+		t.Fatalf("%s: no leader known after joining: %v", id, err)
+	}
 	n.gen, err = engine.New(engine.Config{Layout: engine.DefaultLayout(), Worker: worker, MaxBorrow: time.Second, StartAboveMS: startAbove}, time.Now, store)
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -42,9 +43,12 @@ type Config struct {
 	Store     *persist.Store
 	Logger    *slog.Logger
 	OnFloor   func(tag string, v int64) // a SET raised a tag
-	// Stream carries Raft traffic; nil means TCP on RaftBind. Tests pass
-	// one they can partition.
+	// Stream carries Raft traffic; nil means TCP on RaftBind, or TLS when
+	// TLSServer is set. Tests pass one they can partition.
 	Stream raft.StreamLayer
+	// TLSServer and TLSClient, when set, carry Raft over TLS and make
+	// forwarding to other nodes' RESP ports use TLS.
+	TLSServer, TLSClient *tls.Config
 
 	// Raft timing; zero means the defaults below.
 	HeartbeatTimeout  time.Duration
@@ -107,6 +111,14 @@ func Open(cfg Config, join bool) (*Cluster, error) {
 		return nil, err
 	}
 	var trans *raft.NetworkTransport
+	if cfg.Stream == nil && cfg.TLSServer != nil {
+		ln, err := tls.Listen("tcp", cfg.RaftBind, cfg.TLSServer)
+		if err != nil {
+			logs.Close()
+			return nil, fmt.Errorf("raft TLS listener on %s: %w", cfg.RaftBind, err)
+		}
+		cfg.Stream = &tlsStream{Listener: ln, conf: cfg.TLSClient}
+	}
 	if cfg.Stream != nil {
 		trans = raft.NewNetworkTransportWithLogger(cfg.Stream, 3, 10*time.Second, hlog)
 	} else {
@@ -519,12 +531,22 @@ func (c *Cluster) peer(addr string) *redis.Client {
 	defer c.peersMu.Unlock()
 	p := c.peers[addr]
 	if p == nil {
-		p = redis.NewClient(&redis.Options{Addr: addr, Password: c.cfg.Password, Protocol: 2,
+		p = redis.NewClient(&redis.Options{Addr: addr, Password: c.cfg.Password, Protocol: 2, TLSConfig: c.cfg.TLSClient,
 			DialTimeout: time.Second, ReadTimeout: 6 * time.Second, MaxRetries: -1, PoolSize: 16,
 			DisableIdentity: true})
 		c.peers[addr] = p
 	}
 	return p
+}
+
+// tlsStream carries Raft over TLS with the node certificate.
+type tlsStream struct {
+	net.Listener
+	conf *tls.Config
+}
+
+func (s *tlsStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	return tls.DialWithDialer(&net.Dialer{Timeout: timeout}, "tcp", string(addr), s.conf)
 }
 
 // slogWriter sends hclog's lines ("[WARN]  raft: ...") to slog at their level.

@@ -465,7 +465,7 @@ func (s *Server) configValues() map[string]string {
 		"databases":          "1",
 		"port":               strconv.Itoa(s.cfg.Port),
 		"bind":               s.cfg.Bind,
-		"maxclients":         "10000",
+		"maxclients":         strconv.Itoa(s.cfg.MaxClients),
 		"timeout":            "0",
 		"maxmemory":          "0",
 		"proto-max-bulk-len": strconv.Itoa(s.cfg.Limits.MaxBulk),
@@ -546,7 +546,8 @@ func cmdInfo(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	)
 	section("Clients",
 		kv("connected_clients", s.connectedClients()),
-		kv("maxclients", 10000),
+		kv("maxclients", s.cfg.MaxClients),
+		kv("rejected_connections", s.stats.rejected.Load()),
 	)
 	section("Stats",
 		kv("total_connections_received", s.stats.connections.Load()),

@@ -25,16 +25,17 @@ type IDSource interface {
 
 // Config sets up a Server.
 type Config struct {
-	Password string // --requirepass; empty means no AUTH
-	Limits   Limits
-	Version  string // idserver's version, for INFO and HELLO
-	NodeID   string
-	Port     int // for INFO and CONFIG GET port
-	Bind     string
-	Logger   *slog.Logger
-	Now      func() time.Time // TIME; time.Now when nil
-	Segments SegmentServer    // INCR, INCRBY, NEXTSEG; nil: refused
-	Cluster  ClusterNode      // GET, SET, EXISTS, DBSIZE, CLUSTER; nil: refused
+	Password   string // --requirepass; empty means no AUTH
+	Limits     Limits
+	Version    string // idserver's version, for INFO and HELLO
+	NodeID     string
+	Port       int // for INFO and CONFIG GET port
+	Bind       string
+	Logger     *slog.Logger
+	Now        func() time.Time // TIME; time.Now when nil
+	MaxClients int              // connections at once; 10000 when 0
+	Segments   SegmentServer    // INCR, INCRBY, NEXTSEG; nil: refused
+	Cluster    ClusterNode      // GET, SET, EXISTS, DBSIZE, CLUSTER; nil: refused
 }
 
 // RedisVersion is the Redis version whose behaviour the server follows; it
@@ -62,6 +63,7 @@ type stats struct {
 	idsIssued      atomic.Int64 // NEXTID and GENEID IDs
 	valuesIssued   atomic.Int64 // segment values: INCR, INCRBY, NEXTSEG
 	tryAgains      atomic.Int64
+	rejected       atomic.Int64 // connections refused at --maxclients
 	protocolErrors atomic.Int64
 	clockBacks     atomic.Int64
 	authFailures   atomic.Int64
@@ -78,6 +80,9 @@ func New(cfg Config, ids IDSource) *Server {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.MaxClients == 0 {
+		cfg.MaxClients = 10000
 	}
 	return &Server{cfg: cfg, ids: ids, started: time.Now(), clients: map[*client]struct{}{}}
 }
@@ -134,8 +139,17 @@ func (s *Server) accept(conn redcon.Conn) bool {
 	conn.SetContext(c)
 	s.stats.connections.Add(1)
 	s.mu.Lock()
-	s.clients[c] = struct{}{}
+	full := len(s.clients) >= s.cfg.MaxClients
+	if !full {
+		s.clients[c] = struct{}{}
+	}
 	s.mu.Unlock()
+	if full {
+		// Redis's words; redcon flushes them as it closes the connection.
+		s.stats.rejected.Add(1)
+		conn.WriteError("ERR max number of clients reached")
+		return false
+	}
 	return true
 }
 

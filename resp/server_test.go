@@ -373,3 +373,29 @@ func expectClosed(t *testing.T, rd *bufio.Reader) {
 		t.Fatalf("connection still open after a protocol error: %q, %v", b, err)
 	}
 }
+
+func TestMaxClients(t *testing.T) {
+	addr := startServer(t, Config{MaxClients: 2})
+	a, ra := dial(t, addr)
+	b, rb := dial(t, addr)
+	send(t, a, "PING\r\n")
+	send(t, b, "PING\r\n")
+	readLine(t, ra)
+	readLine(t, rb)
+	_, rc := dial(t, addr)
+	if line := readLine(t, rc); line != "-ERR max number of clients reached" {
+		t.Fatalf("third client: %q", line)
+	}
+	expectClosed(t, rc)
+	a.Close()
+	// A freed slot is usable again.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		d, rd := dial(t, addr)
+		send(t, d, "PING\r\n")
+		if line := readLine(t, rd); line == "+PONG" {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("after a client left: %q", line)
+		}
+	}
+}

@@ -31,6 +31,11 @@ type Config struct {
 	RequirePass string
 	MaxBulk     int
 	LogLevel    string
+	LogFormat   string
+	MaxClients  int
+	TLSCert     string
+	TLSKey      string
+	MetricsAddr string
 	ShowVersion bool
 }
 
@@ -58,6 +63,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.StringVar(&c.RequirePass, "requirepass", "", "password clients must AUTH with")
 	fs.IntVar(&c.MaxBulk, "max-bulk", resp.DefaultLimits().MaxBulk, "largest bulk string a client may send, bytes")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.LogFormat, "log-format", "text", "text or json (log/slog on stderr)")
+	fs.IntVar(&c.MaxClients, "maxclients", 10000, "most client connections at once")
+	fs.StringVar(&c.TLSCert, "tls-cert", "", "PEM certificate: serve RESP (and Raft) over TLS")
+	fs.StringVar(&c.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", "", "host:port to serve Prometheus /metrics and /healthz on")
 	fs.BoolVar(&c.ShowVersion, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -105,6 +115,12 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--max-bulk %d must be between 1024 and %d", c.MaxBulk, 512<<20)
 	case c.Dir == "":
 		return errors.New("--dir must not be empty")
+	case c.LogFormat != "text" && c.LogFormat != "json":
+		return fmt.Errorf("--log-format %q: text or json", c.LogFormat)
+	case c.MaxClients < 1:
+		return fmt.Errorf("--maxclients %d must be at least 1", c.MaxClients)
+	case (c.TLSCert == "") != (c.TLSKey == ""):
+		return errors.New("--tls-cert and --tls-key go together")
 	}
 	if c.RaftAddr == "" {
 		port := 0

@@ -4,6 +4,8 @@ package main
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -48,7 +50,11 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		fmt.Fprintln(stderr, "idserver:", err)
 		return 2
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.level()}))
+	var handler slog.Handler = slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.level()})
+	if cfg.LogFormat == "json" {
+		handler = slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.level()})
+	}
+	log := slog.New(handler)
 	slog.SetDefault(log)
 	var store *persist.Store
 	fail := func(err error) int {
@@ -80,6 +86,10 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	}
 	defer ln.Close()
 	respAddr := ln.Addr().String()
+	tlsServer, tlsClient, err := loadTLS(cfg.TLSCert, cfg.TLSKey)
+	if err != nil {
+		return fail(err)
+	}
 	raftAddr, err := freeIfZero(cfg.RaftAddr)
 	if err != nil {
 		return fail(err)
@@ -92,6 +102,8 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		RaftBind:         raftAddr,
 		RESPAddr:         respAddr,
 		Password:         cfg.RequirePass,
+		TLSServer:        tlsServer,
+		TLSClient:        tlsClient,
 		MaxWorker:        cfg.Layout.MaxWorker(),
 		Store:            store,
 		Logger:           log,
@@ -111,7 +123,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 			log.Error("closing raft", "err", err)
 		}
 	}
-	worker, startAbove, err := workerID(cl, store, cfg, nodeID, raftAddr, respAddr, log)
+	worker, startAbove, err := workerID(cl, store, cfg, tlsClient, nodeID, raftAddr, respAddr, log)
 	if err != nil {
 		closeCluster()
 		return fail(err)
@@ -149,18 +161,23 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	limits := resp.DefaultLimits()
 	limits.MaxBulk = cfg.MaxBulk
 	srv := resp.New(resp.Config{
-		Password: cfg.RequirePass,
-		Limits:   limits,
-		Version:  version,
-		NodeID:   nodeID,
-		Port:     port,
-		Bind:     cfg.Bind,
-		Logger:   log,
-		Segments: segs,
-		Cluster:  cl,
+		Password:   cfg.RequirePass,
+		Limits:     limits,
+		Version:    version,
+		NodeID:     nodeID,
+		Port:       port,
+		Bind:       cfg.Bind,
+		Logger:     log,
+		MaxClients: cfg.MaxClients,
+		Segments:   segs,
+		Cluster:    cl,
 	}, gen)
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	var serving net.Listener = ln
+	if tlsServer != nil {
+		serving = tls.NewListener(ln, tlsServer)
+	}
+	go func() { served <- srv.Serve(serving) }()
 	st := gen.Status()
 	log.Info("listening", "addr", respAddr, "raft_addr", raftAddr, "version", version, "node_id", nodeID,
 		"worker_id", worker, "layout", cfg.Layout.String(), "dir", cfg.Dir,
@@ -195,7 +212,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 // workerID returns the worker ID kept in the data directory, or asks the
 // cluster for one (joining through cfg.Join, or as the bootstrapped single
 // node) and keeps it.
-func workerID(cl *cluster.Cluster, store *persist.Store, cfg Config, nodeID, raftAddr, respAddr string, log *slog.Logger) (int64, int64, error) {
+func workerID(cl *cluster.Cluster, store *persist.Store, cfg Config, tlsClient *tls.Config, nodeID, raftAddr, respAddr string, log *slog.Logger) (int64, int64, error) {
 	if w, above, ok, err := store.Worker(); err != nil || ok {
 		return w, above, err
 	}
@@ -207,7 +224,7 @@ func workerID(cl *cluster.Cluster, store *persist.Store, cfg Config, nodeID, raf
 	)
 	for {
 		if cfg.Join != "" {
-			w, above, err = joinThrough(ctx, cfg.Join, cfg.RequirePass, nodeID, raftAddr, respAddr)
+			w, above, err = joinThrough(ctx, cfg.Join, cfg.RequirePass, tlsClient, nodeID, raftAddr, respAddr)
 		} else {
 			w, above, err = cl.Join(ctx, nodeID, raftAddr, respAddr)
 		}
@@ -226,8 +243,8 @@ func workerID(cl *cluster.Cluster, store *persist.Store, cfg Config, nodeID, raf
 }
 
 // joinThrough sends CLUSTER JOIN to a member's RESP port.
-func joinThrough(ctx context.Context, member, password, nodeID, raftAddr, respAddr string) (int64, int64, error) {
-	c := redis.NewClient(&redis.Options{Addr: member, Password: password, Protocol: 2, MaxRetries: -1, DisableIdentity: true})
+func joinThrough(ctx context.Context, member, password string, tlsClient *tls.Config, nodeID, raftAddr, respAddr string) (int64, int64, error) {
+	c := redis.NewClient(&redis.Options{Addr: member, Password: password, TLSConfig: tlsClient, Protocol: 2, MaxRetries: -1, DisableIdentity: true})
 	defer c.Close()
 	v, err := c.Do(ctx, "CLUSTER", "JOIN", nodeID, raftAddr, respAddr).Int64Slice()
 	if err != nil {
@@ -292,4 +309,29 @@ func freeIfZero(addr string) (string, error) {
 	}
 	defer l.Close()
 	return l.Addr().String(), nil
+}
+
+// loadTLS reads the node certificate. The same certificate serves RESP and
+// Raft and is the one trusted for connections to other nodes, so it must
+// name every node's address.
+func loadTLS(certFile, keyFile string) (server, client *tls.Config, err error) {
+	if certFile == "" {
+		return nil, nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
+	}
+	pool := x509.NewCertPool()
+	for _, der := range cert.Certificate {
+		c, err := x509.ParseCertificate(der)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--tls-cert: %w", err)
+		}
+		pool.AddCert(c)
+	}
+	server = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12,
+		ClientCAs: pool, ClientAuth: tls.VerifyClientCertIfGiven}
+	client = &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return server, client, nil
 }

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -62,6 +63,19 @@ func (p *proc) logText() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.log.String()
+}
+
+// tlsReady, when set, is the client TLS config launch uses to wait for PING.
+var tlsReady *tls.Config
+
+// passwordFrom finds --requirepass in args.
+func passwordFrom(args []string) string {
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] == "--requirepass" {
+			return args[i+1]
+		}
+	}
+	return ""
 }
 
 var listening = regexp.MustCompile(`msg=listening addr=(\S+)`)
@@ -125,7 +139,7 @@ func launch(t *testing.T, dir string, env []string, args ...string) (*proc, erro
 		return p, fmt.Errorf("idserver did not listen within 20s\n%s", p.logText())
 	}
 	_, p.port, _ = net.SplitHostPort(p.addr)
-	rdb := redis.NewClient(&redis.Options{Addr: p.addr})
+	rdb := redis.NewClient(&redis.Options{Addr: p.addr, TLSConfig: tlsReady, Password: passwordFrom(args)})
 	defer rdb.Close()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if err := rdb.Ping(context.Background()).Err(); err == nil {

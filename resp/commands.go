@@ -10,11 +10,14 @@ import (
 	"time"
 
 	"github.com/tidwall/redcon"
+
+	"idserver/engine"
 )
 
 // command is one row of the command table.
 type command struct {
 	name       string // lower case, as Redis names it in errors
+	index      int    // position in the server's per-command counters
 	arity      int    // Redis convention: n exact, -n at least n (name included)
 	beforeAuth bool   // answered before AUTH
 	flags      []string
@@ -57,6 +60,14 @@ func init() {
 		{name: "time", arity: 1, flags: []string{"fast"}, summary: "The server time", handler: cmdTime},
 	} {
 		commandTable[d.name] = d
+	}
+	indexCommands()
+}
+
+// indexCommands numbers the table in name order for per-command counters.
+func indexCommands() {
+	for i, name := range sortedCommandNames() {
+		commandTable[name].index = i
 	}
 }
 
@@ -584,6 +595,51 @@ func cmdInfo(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 		}
 	}
 	section("Cluster", clusterLines...)
+	var segLines []string
+	if lister, ok := s.cfg.Segments.(interface{ Status() []engine.SegmentStatus }); ok {
+		for _, st := range lister.Status() {
+			segLines = append(segLines, fmt.Sprintf("tag_%s:left=%d,spare=%d,step=%d,refills=%d,refilling=%d",
+				escapeTag(st.Tag), st.Left, st.SpareLeft, st.Step, st.Refills, b2i(st.Refilling)))
+		}
+		sort.Strings(segLines)
+	}
+	section("Segments", segLines...)
+	var cmdLines []string
+	for _, cs := range s.CommandStats() {
+		usec := cs.Total.Microseconds()
+		cmdLines = append(cmdLines, fmt.Sprintf("cmdstat_%s:calls=%d,usec=%d,usec_per_call=%.2f,rejected_calls=0,failed_calls=%d",
+			cs.Name, cs.Calls, usec, float64(usec)/float64(cs.Calls), cs.Errors))
+	}
+	section("Commandstats", cmdLines...)
+	var errLines []string
+	for _, code := range ErrorCodes {
+		if n := s.ErrorCounts()[code]; n > 0 {
+			errLines = append(errLines, fmt.Sprintf("errorstat_%s:count=%d", code, n))
+		}
+	}
+	section("Errorstats", errLines...)
 	section("Keyspace", keyspace...)
 	conn.WriteBulkString(b.String())
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// escapeTag keeps an INFO line one key:value line whatever bytes a tag
+// holds: bytes other than letters, digits, '_', '.' and '-' become %XX.
+func escapeTag(tag string) string {
+	var b strings.Builder
+	for i := 0; i < len(tag); i++ {
+		c := tag[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == '-' {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
 }

@@ -53,6 +53,7 @@ func init() {
 	} {
 		commandTable[d.name] = d
 	}
+	indexCommands()
 }
 
 // clusterError puts a segment or cluster error on the wire.

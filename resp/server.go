@@ -54,6 +54,8 @@ type Server struct {
 
 	nextClientID atomic.Int64
 	stats        stats
+	cmdStats     []commandStats // by command index
+	errorsByCode []atomic.Int64 // by ErrorCodes index
 }
 
 // stats are the counters INFO reports.
@@ -84,7 +86,8 @@ func New(cfg Config, ids IDSource) *Server {
 	if cfg.MaxClients == 0 {
 		cfg.MaxClients = 10000
 	}
-	return &Server{cfg: cfg, ids: ids, started: time.Now(), clients: map[*client]struct{}{}}
+	return &Server{cfg: cfg, ids: ids, started: time.Now(), clients: map[*client]struct{}{},
+		cmdStats: make([]commandStats, len(commandTable)), errorsByCode: make([]atomic.Int64, len(ErrorCodes))}
 }
 
 // client is one connection's state.
@@ -99,6 +102,7 @@ type client struct {
 	libName string
 	libVer  string
 	lastCmd string
+	errors  int64   // error replies written on this connection
 	ids     []int64 // reused reply buffer
 }
 
@@ -111,6 +115,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	guarded := guardListener{Listener: ln, wrap: func(c net.Conn) net.Conn {
 		return newGuardConn(c, s.cfg.Limits, needAuth, func(err error) {
 			s.stats.protocolErrors.Add(1)
+			s.errorsByCode[len(ErrorCodes)-1].Add(1)
 			s.cfg.Logger.Debug("protocol error, closing connection", "remote", c.RemoteAddr().String(), "err", err)
 		})
 	}}
@@ -196,11 +201,22 @@ func (s *Server) handle(conn redcon.Conn, cmd redcon.Command) {
 		return
 	}
 	c.lastCmd = def.name
+	errorsBefore := c.errors
+	start := time.Now()
 	def.handler(s, c, conn, cmd.Args)
+	st := &s.cmdStats[def.index]
+	st.observe(time.Since(start))
+	if c.errors != errorsBefore {
+		st.errors.Add(1)
+	}
 }
 
 func (s *Server) errorReply(conn redcon.Conn, msg string) {
 	s.stats.errorReplies.Add(1)
+	s.countError(msg)
+	if c, ok := conn.Context().(*client); ok {
+		c.errors++
+	}
 	conn.WriteError(msg)
 }
 

@@ -77,6 +77,13 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	if err != nil {
 		return fail(err)
 	}
+	var metrics *metricsServer
+	if cfg.MetricsAddr != "" {
+		if metrics, err = startMetrics(cfg.MetricsAddr, log); err != nil {
+			return fail(fmt.Errorf("--metrics-addr: %w", err))
+		}
+		defer metrics.close()
+	}
 
 	// The RESP listener comes first: its address is what the cluster knows
 	// this node by.
@@ -178,6 +185,9 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		serving = tls.NewListener(ln, tlsServer)
 	}
 	go func() { served <- srv.Serve(serving) }()
+	if metrics != nil {
+		metrics.serve(&metricSources{resp: srv, gen: gen, segs: segs, cl: cl})
+	}
 	st := gen.Status()
 	log.Info("listening", "addr", respAddr, "raft_addr", raftAddr, "version", version, "node_id", nodeID,
 		"worker_id", worker, "layout", cfg.Layout.String(), "dir", cfg.Dir,
@@ -192,6 +202,9 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	case err := <-served:
 		log.Error("server stopped", "err", err)
 		code = 1
+	}
+	if metrics != nil {
+		metrics.ready.Store(false)
 	}
 	srv.Close()
 	stopBackground()

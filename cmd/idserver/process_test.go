@@ -78,7 +78,7 @@ func passwordFrom(args []string) string {
 	return ""
 }
 
-var listening = regexp.MustCompile(`msg=listening addr=(\S+)`)
+var listening = regexp.MustCompile(`msg=listening addr=(\S+)|"msg":"listening","addr":"([^"]+)"`)
 
 // startProc starts idserver on a free port with dir, waits until it answers
 // PING, and stops it (SIGKILL) when the test ends if it still runs.
@@ -112,7 +112,7 @@ func launch(t *testing.T, dir string, env []string, args ...string) (*proc, erro
 			p.mu.Unlock()
 			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
 				select {
-				case found <- m[1]:
+				case found <- m[1] + m[2]:
 				default:
 				}
 			}

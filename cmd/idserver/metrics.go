@@ -1,0 +1,154 @@
+package main
+
+import (
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"idserver/cluster"
+	"idserver/engine"
+	"idserver/resp"
+)
+
+// metricsServer serves /metrics and /healthz. Its sources are set once the
+// node can issue; until then /healthz answers 503.
+type metricsServer struct {
+	srv   *http.Server
+	ready atomic.Bool
+	src   atomic.Pointer[metricSources]
+}
+
+type metricSources struct {
+	resp *resp.Server
+	gen  *engine.Generator
+	segs *engine.Segments
+	cl   *cluster.Cluster
+}
+
+func startMetrics(addr string, log *slog.Logger) (*metricsServer, error) {
+	m := &metricsServer{}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), m)
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		if !m.ready.Load() {
+			http.Error(w, "not ready: joining the cluster or shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ok\n"))
+	})
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	m.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := m.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server", "err", err)
+		}
+	}()
+	log.Info("metrics listening", "addr", ln.Addr().String())
+	return m, nil
+}
+
+func (m *metricsServer) serve(src *metricSources) {
+	m.src.Store(src)
+	m.ready.Store(true)
+}
+
+func (m *metricsServer) close() {
+	m.ready.Store(false)
+	m.srv.Close()
+}
+
+var (
+	descCommands  = prometheus.NewDesc("idserver_commands_total", "Commands answered, by command.", []string{"command"}, nil)
+	descCmdErrors = prometheus.NewDesc("idserver_command_errors_total", "Commands answered with an error, by command.", []string{"command"}, nil)
+	descLatency   = prometheus.NewDesc("idserver_command_duration_seconds", "Time to answer a command, by command.", []string{"command"}, nil)
+	descErrors    = prometheus.NewDesc("idserver_errors_total", "Error replies by code (PROTOCOL: frames refused).", []string{"code"}, nil)
+	descIDs       = prometheus.NewDesc("idserver_ids_issued_total", "Snowflake and gene IDs issued.", nil, nil)
+	descValues    = prometheus.NewDesc("idserver_segment_values_issued_total", "Segment values handed out (INCR, INCRBY, NEXTSEG).", nil, nil)
+	descClients   = prometheus.NewDesc("idserver_connected_clients", "Open client connections.", nil, nil)
+	descConns     = prometheus.NewDesc("idserver_connections_total", "Client connections accepted.", nil, nil)
+	descRejected  = prometheus.NewDesc("idserver_rejected_connections_total", "Connections refused at --maxclients.", nil, nil)
+	descBorrow    = prometheus.NewDesc("idserver_clock_borrow_ms", "How far issued IDs run ahead of the wall clock.", nil, nil)
+	descHeadroom  = prometheus.NewDesc("idserver_window_headroom_ms", "Durable high-water minus the wall clock.", nil, nil)
+	descLeader    = prometheus.NewDesc("idserver_raft_leader", "1 if this node leads.", nil, nil)
+	descTerm      = prometheus.NewDesc("idserver_raft_term", "Raft term.", nil, nil)
+	descApplied   = prometheus.NewDesc("idserver_raft_applied_index", "Last Raft index applied to the state machine.", nil, nil)
+	descApplies   = prometheus.NewDesc("idserver_raft_applies_total", "Log entries this node proposed as leader.", nil, nil)
+	descBuffered  = prometheus.NewDesc("idserver_segment_buffered_values", "Values buffered for a tag (current and spare segments).", []string{"tag"}, nil)
+	descStep      = prometheus.NewDesc("idserver_segment_step", "A tag's current segment size.", []string{"tag"}, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (m *metricsServer) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descCommands, descCmdErrors, descLatency, descErrors, descIDs, descValues,
+		descClients, descConns, descRejected, descBorrow, descHeadroom, descLeader, descTerm, descApplied, descApplies,
+		descBuffered, descStep} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector, reading the counters at scrape.
+func (m *metricsServer) Collect(ch chan<- prometheus.Metric) {
+	src := m.src.Load()
+	if src == nil {
+		return
+	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	for _, cs := range src.resp.CommandStats() {
+		counter(descCommands, float64(cs.Calls), cs.Name)
+		counter(descCmdErrors, float64(cs.Errors), cs.Name)
+		buckets := map[float64]uint64{}
+		cum := uint64(0)
+		for i, bound := range resp.LatencyBounds {
+			cum += uint64(cs.Buckets[i])
+			buckets[bound.Seconds()] = cum
+		}
+		ch <- prometheus.MustNewConstHistogram(descLatency, uint64(cs.Calls), cs.Total.Seconds(), buckets, cs.Name)
+	}
+	for code, n := range src.resp.ErrorCounts() {
+		counter(descErrors, float64(n), code)
+	}
+	c := src.resp.Counters()
+	counter(descIDs, float64(c.IDs))
+	counter(descValues, float64(c.SegmentValues))
+	gauge(descClients, float64(c.Clients))
+	counter(descConns, float64(c.Connections))
+	counter(descRejected, float64(c.Rejected))
+	st := src.gen.Status()
+	gauge(descBorrow, float64(st.BorrowMS))
+	gauge(descHeadroom, float64(st.WindowAheadMS))
+	info := map[string]string{}
+	for _, kv := range src.cl.Info() {
+		info[kv[0]] = kv[1]
+	}
+	leader := 0.0
+	if src.cl.IsLeader() {
+		leader = 1
+	}
+	gauge(descLeader, leader)
+	num := func(s string) float64 { f, _ := strconv.ParseFloat(s, 64); return f }
+	gauge(descTerm, num(info["term"]))
+	gauge(descApplied, num(info["applied_index"]))
+	counter(descApplies, float64(src.cl.Applies()))
+	for _, s := range src.segs.Status() {
+		gauge(descBuffered, float64(s.Left+s.SpareLeft), s.Tag)
+		gauge(descStep, float64(s.Step), s.Tag)
+	}
+}

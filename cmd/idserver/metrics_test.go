@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func scrape(t *testing.T, url string) string {
+	t.Helper()
+	res, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 200 {
+		t.Fatalf("%s: %d %s", url, res.StatusCode, body)
+	}
+	return string(body)
+}
+
+// metricValue finds one sample, e.g. idserver_commands_total{command="nextid"}.
+func metricValue(t *testing.T, text, sample string) float64 {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(sample) + ` (\S+)$`).FindStringSubmatch(text)
+	if m == nil {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(m[1], 64)
+	return v
+}
+
+// TestMetricsMoveUnderLoadAndInfoParses scrapes /metrics around a load run
+// and reads INFO the way ioredis's ready check does: "# Section" headers
+// and key:value lines.
+func TestMetricsMoveUnderLoadAndInfoParses(t *testing.T) {
+	maddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	p := startProc(t, t.TempDir(), "--metrics-addr", maddr, "--log-format", "json")
+	if !strings.Contains(p.logText(), `"msg":"listening"`) {
+		t.Fatalf("--log-format json: log is\n%s", p.logText())
+	}
+	if body := scrape(t, "http://"+maddr+"/healthz"); body != "ok\n" {
+		t.Fatalf("/healthz: %q", body)
+	}
+	before := scrape(t, "http://"+maddr+"/metrics")
+	rdb := p.client()
+	ctx := context.Background()
+	for range 500 {
+		rdb.Do(ctx, "NEXTID")
+		rdb.Do(ctx, "INCR", "orders")
+	}
+	rdb.Do(ctx, "INCR", "a tag: with\r\nodd bytes")
+	rdb.Do(ctx, "NEXTID", "zero")
+	after := scrape(t, "http://"+maddr+"/metrics")
+	for _, c := range []struct {
+		sample string
+		min    float64
+	}{
+		{`idserver_commands_total{command="nextid"}`, 501},
+		{`idserver_commands_total{command="incr"}`, 500},
+		{`idserver_command_errors_total{command="nextid"}`, 1},
+		{`idserver_command_duration_seconds_count{command="incr"}`, 500},
+		{`idserver_ids_issued_total`, 500},
+		{`idserver_segment_values_issued_total`, 500},
+		{`idserver_errors_total{code="ERR"}`, 1},
+		{`idserver_raft_leader`, 1},
+		{`idserver_raft_applied_index`, 1},
+		{`idserver_segment_buffered_values{tag="orders"}`, 1},
+		{`idserver_window_headroom_ms`, 1},
+	} {
+		if v := metricValue(t, after, c.sample); v < c.min {
+			t.Errorf("%s = %v, want at least %v", c.sample, v, c.min)
+		}
+	}
+	if metricValue(t, after, `idserver_ids_issued_total`) <= metricValue(t, before, `idserver_ids_issued_total`) {
+		t.Error("idserver_ids_issued_total did not move")
+	}
+	info, err := rdb.Info(ctx, "everything").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sections := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimRight(info, "\r\n"), "\r\n") {
+		switch {
+		case line == "":
+		case strings.HasPrefix(line, "# "):
+			sections[strings.ToLower(line[2:])] = true
+		case !regexp.MustCompile(`^[A-Za-z_0-9.%-]+:\S*$`).MatchString(line):
+			t.Errorf("INFO line %q is not key:value", line)
+		}
+	}
+	for _, s := range []string{"server", "clients", "stats", "persistence", "snowflake", "cluster", "segments", "commandstats", "errorstats", "keyspace"} {
+		if !sections[s] {
+			t.Errorf("INFO has no # %s section", s)
+		}
+	}
+	if !strings.Contains(info, "tag_orders:left=") || !strings.Contains(info, "cmdstat_nextid:calls=") {
+		t.Errorf("INFO:\n%s", info)
+	}
+}

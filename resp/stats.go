@@ -1,0 +1,99 @@
+package resp
+
+import (
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// LatencyBounds are the upper bounds of the command latency buckets.
+var LatencyBounds = []time.Duration{
+	25 * time.Microsecond, 50 * time.Microsecond, 100 * time.Microsecond, 250 * time.Microsecond,
+	500 * time.Microsecond, time.Millisecond, 2500 * time.Microsecond, 5 * time.Millisecond,
+	10 * time.Millisecond, 25 * time.Millisecond, 100 * time.Millisecond, time.Second,
+}
+
+// ErrorCodes are the error reply codes counted one by one; others count as ERR.
+var ErrorCodes = []string{"ERR", "CLOCKBACK", "TRYAGAIN", "NOAUTH", "WRONGPASS", "NOPROTO", "PROTOCOL"}
+
+// commandStats is one command's counters, updated with atomics only.
+type commandStats struct {
+	calls   atomic.Int64
+	errors  atomic.Int64
+	nanos   atomic.Int64
+	buckets [13]atomic.Int64 // len(LatencyBounds)+1, the last for +Inf
+}
+
+func (c *commandStats) observe(d time.Duration) {
+	c.calls.Add(1)
+	c.nanos.Add(int64(d))
+	i := 0
+	for i < len(LatencyBounds) && d > LatencyBounds[i] {
+		i++
+	}
+	c.buckets[i].Add(1)
+}
+
+// CommandStat is a snapshot of one command's counters.
+type CommandStat struct {
+	Name    string
+	Calls   int64
+	Errors  int64
+	Total   time.Duration
+	Buckets []int64 // per bucket of LatencyBounds, then +Inf; not cumulative
+}
+
+// CommandStats reports every command that was called at least once.
+func (s *Server) CommandStats() []CommandStat {
+	var out []CommandStat
+	for _, name := range sortedCommandNames() {
+		st := &s.cmdStats[commandTable[name].index]
+		if st.calls.Load() == 0 {
+			continue
+		}
+		cs := CommandStat{Name: name, Calls: st.calls.Load(), Errors: st.errors.Load(), Total: time.Duration(st.nanos.Load())}
+		for i := range st.buckets {
+			cs.Buckets = append(cs.Buckets, st.buckets[i].Load())
+		}
+		out = append(out, cs)
+	}
+	return out
+}
+
+// ErrorCounts reports error replies by code (PROTOCOL: frames refused).
+func (s *Server) ErrorCounts() map[string]int64 {
+	out := map[string]int64{}
+	for i, code := range ErrorCodes {
+		out[code] = s.errorsByCode[i].Load()
+	}
+	return out
+}
+
+// Counters are the server's totals, for metrics.
+type Counters struct {
+	Connections, Clients, Rejected int64
+	IDs, SegmentValues             int64
+}
+
+// Counters reports totals.
+func (s *Server) Counters() Counters {
+	return Counters{
+		Connections:   s.stats.connections.Load(),
+		Clients:       int64(s.connectedClients()),
+		Rejected:      s.stats.rejected.Load(),
+		IDs:           s.stats.idsIssued.Load(),
+		SegmentValues: s.stats.valuesIssued.Load(),
+	}
+}
+
+// countError counts an error reply by its code.
+func (s *Server) countError(msg string) {
+	code, _, _ := strings.Cut(msg, " ")
+	for i, c := range ErrorCodes {
+		if c == code {
+			s.errorsByCode[i].Add(1)
+			return
+		}
+	}
+	s.errorsByCode[0].Add(1)
+}

@@ -1,0 +1,73 @@
+// Drives idserver with the npm clients ioredis and redis (node-redis):
+//   node node_matrix.js HOST PORT [PASSWORD]
+// Prints one "PASS client proto" line per cell; exits 1 on the first failure.
+// The modules come from NODE_PATH (.ci/run npm-installs them into a temp folder).
+'use strict';
+const assert = require('assert');
+const [host, port, password] = process.argv.slice(2);
+
+async function check(name, call) {
+  const id = Number(await call(['NEXTID']));
+  assert.ok(id > 0, `${name}: NEXTID ${id}`);
+  const ids = await call(['NEXTID', '3']);
+  assert.strictEqual(ids.length, 3, `${name}: NEXTID 3`);
+  const gid = BigInt(await call(['GENEID', '12345']));
+  assert.strictEqual(gid % 16n, 12345n % 16n, `${name}: GENEID routes with its buyer`);
+  let dec = await call(['DECODE', String(gid)]);
+  if (Array.isArray(dec)) {
+    const m = {};
+    for (let i = 0; i < dec.length; i += 2) m[dec[i]] = dec[i + 1];
+    dec = m;
+  } else if (dec instanceof Map) {
+    dec = Object.fromEntries(dec);
+  }
+  assert.strictEqual(Number(dec.gene), 12345 % 256, `${name}: DECODE gene ${JSON.stringify(dec)}`);
+  const seg = await call(['NEXTSEG', 'node-tag', '10']);
+  assert.strictEqual(Number(seg[1]) - Number(seg[0]), 9, `${name}: NEXTSEG ${seg}`);
+  const a = Number(await call(['INCR', 'node-tag']));
+  const b = Number(await call(['INCR', 'node-tag']));
+  assert.ok(b > a && a > Number(seg[1]), `${name}: INCR ${a} ${b} after ${seg}`);
+  return dec;
+}
+
+async function ioredis() {
+  const Redis = require('ioredis');
+  // IDs are above 2^53: stringNumbers keeps them exact (else JS numbers round them).
+  const c = new Redis({ host, port: Number(port), password: password || undefined, lazyConnect: true,
+    maxRetriesPerRequest: 1, stringNumbers: true });
+  await c.connect(); // runs ioredis's ready check, which parses INFO
+  try {
+    await check('ioredis', (args) => c.call(...args));
+  } finally {
+    c.disconnect();
+  }
+  console.log('PASS ioredis RESP2');
+}
+
+async function nodeRedis(resp) {
+  const { createClient, RESP_TYPES } = require('redis');
+  const opts = { socket: { host, port: Number(port), reconnectStrategy: false } };
+  if (password) opts.password = password;
+  if (resp === 3) opts.RESP = 3;
+  const c = createClient(opts);
+  c.on('error', () => {});
+  await c.connect();
+  try {
+    // IDs are above 2^53: map integer replies to strings to keep them exact.
+    const exact = c.withTypeMapping({ [RESP_TYPES.NUMBER]: String, [RESP_TYPES.BIG_NUMBER]: String });
+    const dec = await check(`node-redis RESP${resp}`, (args) => exact.sendCommand(args));
+    if (resp === 3) assert.ok(dec && typeof dec === 'object', 'RESP3 DECODE is a map');
+  } finally {
+    await c.quit().catch(() => {});
+  }
+  console.log(`PASS node-redis RESP${resp}`);
+}
+
+(async () => {
+  await ioredis();
+  await nodeRedis(2);
+  await nodeRedis(3);
+})().catch((e) => {
+  console.error('FAIL', e && e.stack || e);
+  process.exit(1);
+});

@@ -1,0 +1,192 @@
+package main
+
+// The client matrix: every client an operator's services may use, with and
+// without a password, issuing NEXTID, GENEID, DECODE, NEXTSEG and INCR.
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+)
+
+// matrixServers starts an open server and one behind --requirepass.
+func matrixServers(t *testing.T) map[string]*proc {
+	t.Helper()
+	return map[string]*proc{
+		"":   startProc(t, t.TempDir()),
+		"pw": startProc(t, t.TempDir(), "--requirepass", "pw"),
+	}
+}
+
+// decodeGene reads "gene" from a DECODE reply: a map in RESP3, pairs in RESP2.
+func decodeGene(t *testing.T, reply any) int64 {
+	t.Helper()
+	switch v := reply.(type) {
+	case map[any]any:
+		return v["gene"].(int64)
+	case []any:
+		for i := 0; i+1 < len(v); i += 2 {
+			if v[i] == "gene" {
+				return v[i+1].(int64)
+			}
+		}
+	}
+	t.Fatalf("DECODE reply %T %v", reply, reply)
+	return -1
+}
+
+func TestMatrixGoRedis(t *testing.T) {
+	ctx := context.Background()
+	for pass, p := range matrixServers(t) {
+		for _, proto := range []int{2, 3} {
+			rdb := redis.NewClient(&redis.Options{Addr: p.addr, Protocol: proto, Password: pass})
+			defer rdb.Close()
+			gid, err := rdb.Do(ctx, "GENEID", "12345").Int64()
+			if err != nil {
+				t.Fatalf("RESP%d pw=%q GENEID: %v", proto, pass, err)
+			}
+			dec, err := rdb.Do(ctx, "DECODE", gid).Result()
+			if err != nil || decodeGene(t, dec) != 12345%256 {
+				t.Fatalf("RESP%d DECODE: %v %v", proto, dec, err)
+			}
+			if _, isMap := dec.(map[any]any); isMap != (proto == 3) {
+				t.Fatalf("RESP%d DECODE came as %T", proto, dec)
+			}
+			seg, err := rdb.Do(ctx, "NEXTSEG", "go", 10).Int64Slice()
+			if err != nil || seg[1]-seg[0] != 9 {
+				t.Fatalf("NEXTSEG: %v %v", seg, err)
+			}
+			if v, err := rdb.Incr(ctx, "go").Result(); err != nil || v <= seg[1] {
+				t.Fatalf("INCR: %d %v", v, err)
+			}
+			if _, err := rdb.Do(ctx, "NEXTID").Int64(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+func TestMatrixRueidis(t *testing.T) {
+	ctx := context.Background()
+	for pass, p := range matrixServers(t) {
+		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{p.addr}, Password: pass, DisableCache: true})
+		if err != nil {
+			t.Fatalf("rueidis pw=%q: %v", pass, err)
+		}
+		defer c.Close()
+		if _, err := c.Do(ctx, c.B().Arbitrary("NEXTID").Build()).AsInt64(); err != nil {
+			t.Fatalf("rueidis NEXTID: %v", err)
+		}
+		gid, err := c.Do(ctx, c.B().Arbitrary("GENEID").Args("12345").Build()).AsInt64()
+		if err != nil || gid%16 != 12345%16 {
+			t.Fatalf("rueidis GENEID: %d %v", gid, err)
+		}
+		dec, err := c.Do(ctx, c.B().Arbitrary("DECODE").Args(strconv.FormatInt(gid, 10)).Build()).AsMap()
+		if err != nil {
+			t.Fatalf("rueidis DECODE (a RESP3 map): %v", err)
+		}
+		gm := dec["gene"]
+		if gene, err := gm.AsInt64(); err != nil || gene != 12345%256 {
+			t.Fatalf("rueidis DECODE gene: %d %v", gene, err)
+		}
+		seg, err := c.Do(ctx, c.B().Arbitrary("NEXTSEG").Args("rue", "10").Build()).AsIntSlice()
+		if err != nil || seg[1]-seg[0] != 9 {
+			t.Fatalf("rueidis NEXTSEG: %v %v", seg, err)
+		}
+		if v, err := c.Do(ctx, c.B().Incr().Key("rue").Build()).AsInt64(); err != nil || v <= seg[1] {
+			t.Fatalf("rueidis INCR: %d %v", v, err)
+		}
+	}
+}
+
+func TestMatrixRedisCLIAndBenchmark(t *testing.T) {
+	cli := needTool(t, "redis-cli")
+	bench := needTool(t, "redis-benchmark")
+	for pass, p := range matrixServers(t) {
+		auth := []string{}
+		if pass != "" {
+			auth = []string{"--no-auth-warning", "-a", pass}
+		}
+		for _, proto := range []string{"-2", "-3"} {
+			run := func(args ...string) string {
+				cmd := exec.Command(cli, append(append([]string{"-p", p.port, proto}, auth...), args...)...)
+				out, err := cmd.CombinedOutput()
+				if err != nil || strings.Contains(strings.ToLower(string(out)), "warn") || strings.HasPrefix(string(out), "ERR") {
+					t.Fatalf("redis-cli %s %v: %v\n%s", proto, args, err, out)
+				}
+				return string(out)
+			}
+			gid := strings.TrimSpace(run("GENEID", "12345"))
+			if dec := run("DECODE", gid); !strings.Contains(dec, "gene") {
+				t.Fatalf("redis-cli %s DECODE: %q", proto, dec)
+			}
+			run("NEXTSEG", "cli", "10")
+			run("INCR", "cli")
+		}
+		for _, proto := range [][]string{nil, {"-3"}} {
+			args := append([]string{"-p", p.port, "-n", "20000", "-q"}, proto...)
+			if pass != "" {
+				args = append(args, "-a", pass)
+			}
+			out, err := exec.Command(bench, append(args, "NEXTID")...).CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "requests per second") || strings.Contains(string(out), "WARN") || strings.Contains(string(out), "rror") {
+				t.Fatalf("redis-benchmark %v: %v\n%s", args, err, out)
+			}
+		}
+	}
+}
+
+func TestMatrixPythonRedis(t *testing.T) {
+	py := "/usr/bin/python3"
+	if err := exec.Command(py, "-c", "import redis").Run(); err != nil {
+		t.Skip("redis-py not found for /usr/bin/python3: install Debian's python3-redis")
+	}
+	script := filepath.Join(repoRoot(t), "clients", "python_matrix.py")
+	for pass, p := range matrixServers(t) {
+		args := []string{script, "127.0.0.1", p.port}
+		if pass != "" {
+			args = append(args, pass)
+		}
+		out, err := exec.Command(py, args...).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "PASS redis-py") {
+			t.Fatalf("redis-py pw=%q: %v\n%s", pass, err, out)
+		}
+		t.Log(strings.TrimSpace(string(out)))
+	}
+}
+
+func TestMatrixNodeClients(t *testing.T) {
+	modules := os.Getenv("IDSERVER_NODE_MODULES")
+	node, err := exec.LookPath("node")
+	if modules == "" || err != nil {
+		t.Skip("set IDSERVER_NODE_MODULES to a node_modules folder holding ioredis and redis (npm install ioredis redis), with node on PATH; .ci/run does")
+	}
+	script := filepath.Join(repoRoot(t), "clients", "node_matrix.js")
+	for pass, p := range matrixServers(t) {
+		args := []string{script, "127.0.0.1", p.port}
+		if pass != "" {
+			args = append(args, pass)
+		}
+		cmd := exec.Command(node, args...)
+		cmd.Env = append(os.Environ(), "NODE_PATH="+modules)
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "PASS ioredis") || !strings.Contains(string(out), "PASS node-redis RESP2") {
+			t.Fatalf("node clients pw=%q: %v\n%s", pass, err, out)
+		}
+		t.Log(strings.TrimSpace(string(out)))
+	}
+}
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}

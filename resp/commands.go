@@ -97,6 +97,9 @@ func (s *Server) validKey(conn redcon.Conn, what string, key []byte) bool {
 // writeIDs answers one integer, or an array when a count was given.
 func (s *Server) writeIDs(conn redcon.Conn, ids []int64, asArray bool) {
 	s.stats.idsIssued.Add(int64(len(ids)))
+	if s.clockBehind.Load() && s.clockBehind.CompareAndSwap(true, false) {
+		s.cfg.Logger.Info("clock caught up: issuing IDs again")
+	}
 	if !asArray {
 		conn.WriteInt64(ids[0])
 		return

@@ -54,6 +54,7 @@ type Server struct {
 
 	nextClientID atomic.Int64
 	stats        stats
+	clockBehind  atomic.Bool    // answering CLOCKBACK; logged on each change
 	cmdStats     []commandStats // by command index
 	errorsByCode []atomic.Int64 // by ErrorCodes index
 }
@@ -226,6 +227,9 @@ func (s *Server) engineError(conn redcon.Conn, err error) {
 	switch {
 	case errors.As(err, &cb):
 		s.stats.clockBacks.Add(1)
+		if s.clockBehind.CompareAndSwap(false, true) {
+			s.cfg.Logger.Warn("clock behind issued IDs: answering CLOCKBACK until it catches up", "behind_ms", cb.BehindMS)
+		}
 		s.errorReply(conn, "CLOCKBACK "+cb.Error())
 	case errors.Is(err, engine.ErrClosed):
 		s.errorReply(conn, "TRYAGAIN server is shutting down")

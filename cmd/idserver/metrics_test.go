@@ -50,9 +50,31 @@ func TestMetricsMoveUnderLoadAndInfoParses(t *testing.T) {
 	before := scrape(t, "http://"+maddr+"/metrics")
 	rdb := p.client()
 	ctx := context.Background()
-	for range 500 {
-		rdb.Do(ctx, "NEXTID")
-		rdb.Do(ctx, "INCR", "orders")
+	// Scrape while a client is issuing: the counters move under load.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 500 {
+			rdb.Do(ctx, "NEXTID")
+			rdb.Do(ctx, "INCR", "orders")
+		}
+	}()
+	moved := 0
+	for last := 0.0; ; {
+		select {
+		case <-done:
+		default:
+			v := metricValue(t, scrape(t, "http://"+maddr+"/metrics"), `idserver_ids_issued_total`)
+			if v > last {
+				moved++
+			}
+			last = v
+			continue
+		}
+		break
+	}
+	if moved < 2 {
+		t.Errorf("idserver_ids_issued_total moved in %d scrapes during the load, want several", moved)
 	}
 	rdb.Do(ctx, "INCR", "a tag: with\r\nodd bytes")
 	rdb.Do(ctx, "NEXTID", "zero")

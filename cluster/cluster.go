@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -563,5 +562,3 @@ func (w slogWriter) Write(p []byte) (int, error) {
 	w.log.Log(context.Background(), level, line)
 	return len(p), nil
 }
-
-var _ io.Writer = slogWriter{}

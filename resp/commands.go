@@ -240,7 +240,6 @@ func cmdAuth(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 		}
 	}
 	if s.cfg.Password == "" || !s.checkPassword(user, pass) {
-		s.stats.authFailures.Add(1)
 		s.errorReply(conn, "WRONGPASS invalid username-password pair or user is disabled.")
 		return
 	}
@@ -276,7 +275,6 @@ func cmdHello(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 				continue
 			}
 			if s.cfg.Password == "" || !s.checkPassword(user, pass) {
-				s.stats.authFailures.Add(1)
 				s.errorReply(conn, "WRONGPASS invalid username-password pair or user is disabled.")
 				return
 			}
@@ -545,6 +543,7 @@ func cmdInfo(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 		}
 	}
 	st := s.ids.Status()
+	errs := s.ErrorCounts()
 	l := s.ids.Layout()
 	kv := func(k string, v any) string { return fmt.Sprintf("%s:%v", k, v) }
 	section("Server",
@@ -568,11 +567,11 @@ func cmdInfo(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 		kv("total_commands_processed", s.stats.commands.Load()),
 		kv("ids_issued", s.stats.idsIssued.Load()),
 		kv("segment_values_issued", s.stats.valuesIssued.Load()),
-		kv("tryagain_errors", s.stats.tryAgains.Load()),
 		kv("total_error_replies", s.stats.errorReplies.Load()),
-		kv("protocol_errors", s.stats.protocolErrors.Load()),
-		kv("clockback_errors", s.stats.clockBacks.Load()),
-		kv("auth_failures", s.stats.authFailures.Load()),
+		kv("tryagain_errors", errs["TRYAGAIN"]),
+		kv("protocol_errors", errs["PROTOCOL"]),
+		kv("clockback_errors", errs["CLOCKBACK"]),
+		kv("auth_failures", errs["WRONGPASS"]),
 	)
 	section("Persistence",
 		kv("loading", 0),
@@ -616,7 +615,7 @@ func cmdInfo(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	section("Commandstats", cmdLines...)
 	var errLines []string
 	for _, code := range ErrorCodes {
-		if n := s.ErrorCounts()[code]; n > 0 {
+		if n := errs[code]; n > 0 {
 			errLines = append(errLines, fmt.Sprintf("errorstat_%s:count=%d", code, n))
 		}
 	}

@@ -61,7 +61,6 @@ func (s *Server) clusterError(conn redcon.Conn, err error) {
 	var remote interface{ RESPError() string }
 	switch {
 	case errors.Is(err, engine.ErrNoLeader), errors.Is(err, context.DeadlineExceeded):
-		s.stats.tryAgains.Add(1)
 		s.errorReply(conn, "TRYAGAIN no leader and nothing buffered; try again")
 	case errors.Is(err, engine.ErrOverflow):
 		s.errorReply(conn, "ERR increment or decrement would overflow")

@@ -61,16 +61,12 @@ type Server struct {
 
 // stats are the counters INFO reports.
 type stats struct {
-	connections    atomic.Int64 // accepted, ever
-	commands       atomic.Int64
-	idsIssued      atomic.Int64 // NEXTID and GENEID IDs
-	valuesIssued   atomic.Int64 // segment values: INCR, INCRBY, NEXTSEG
-	tryAgains      atomic.Int64
-	rejected       atomic.Int64 // connections refused at --maxclients
-	protocolErrors atomic.Int64
-	clockBacks     atomic.Int64
-	authFailures   atomic.Int64
-	errorReplies   atomic.Int64
+	connections  atomic.Int64 // accepted, ever
+	commands     atomic.Int64
+	idsIssued    atomic.Int64 // NEXTID and GENEID IDs
+	valuesIssued atomic.Int64 // segment values: INCR, INCRBY, NEXTSEG
+	rejected     atomic.Int64 // connections refused at --maxclients
+	errorReplies atomic.Int64 // error replies written (frames refused not included)
 }
 
 // New makes a server; Serve starts it.
@@ -115,8 +111,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	needAuth := s.cfg.Password != ""
 	guarded := guardListener{Listener: ln, wrap: func(c net.Conn) net.Conn {
 		return newGuardConn(c, s.cfg.Limits, needAuth, func(err error) {
-			s.stats.protocolErrors.Add(1)
-			s.errorsByCode[len(ErrorCodes)-1].Add(1)
+			s.errorsByCode[len(ErrorCodes)-1].Add(1) // PROTOCOL
 			s.cfg.Logger.Debug("protocol error, closing connection", "remote", c.RemoteAddr().String(), "err", err)
 		})
 	}}
@@ -226,7 +221,6 @@ func (s *Server) engineError(conn redcon.Conn, err error) {
 	var cb *engine.ClockBackError
 	switch {
 	case errors.As(err, &cb):
-		s.stats.clockBacks.Add(1)
 		if s.clockBehind.CompareAndSwap(false, true) {
 			s.cfg.Logger.Warn("clock behind issued IDs: answering CLOCKBACK until it catches up", "behind_ms", cb.BehindMS)
 		}

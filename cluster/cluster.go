@@ -343,10 +343,17 @@ func (c *Cluster) Set(ctx context.Context, tag string, v int64) error {
 }
 
 // Join makes node a voter (when raftAddr is new) and a member with a
-// worker ID. It runs on the leader; elsewhere it is forwarded.
-func (c *Cluster) Join(ctx context.Context, node, raftAddr, respAddr string) (worker, startAboveMS int64, err error) {
+// worker ID. fresh says the node has no worker ID of its own (a new or
+// wiped data directory): a node ID the cluster already knows then gets a
+// new worker ID, since the old one's IDs cannot be known to this incarnation.
+// It runs on the leader; elsewhere it is forwarded.
+func (c *Cluster) Join(ctx context.Context, node, raftAddr, respAddr string, fresh bool) (worker, startAboveMS int64, err error) {
 	if !c.IsLeader() {
-		v, err := c.forward(ctx, "CLUSTER", "JOIN", node, raftAddr, respAddr).Int64Slice()
+		args := []any{"CLUSTER", "JOIN", node, raftAddr, respAddr}
+		if fresh {
+			args = append(args, "FRESH")
+		}
+		v, err := c.forward(ctx, args...).Int64Slice()
 		if err != nil {
 			return 0, 0, wireError(err)
 		}
@@ -370,7 +377,11 @@ func (c *Cluster) Join(ctx context.Context, node, raftAddr, respAddr string) (wo
 			return 0, 0, fmt.Errorf("%w: add voter: %v", engine.ErrNoLeader, err)
 		}
 	}
-	resp, err := c.apply(newEntry(entryJoin).string(node).string(raftAddr).string(respAddr))
+	flag := uint64(0)
+	if fresh {
+		flag = 1
+	}
+	resp, err := c.apply(newEntry(entryJoin).string(node).string(raftAddr).string(respAddr).uvarint(flag))
 	if err != nil {
 		return 0, 0, err
 	}

@@ -133,9 +133,9 @@ func startNode(t *testing.T, id, dir string, joinVia *node, snapshotThreshold ui
 	for {
 		var err error
 		if joinVia == nil {
-			worker, startAbove, err = n.cl.Join(ctx, id, raftAddr, n.addr)
+			worker, startAbove, err = n.cl.Join(ctx, id, raftAddr, n.addr, true)
 		} else {
-			worker, startAbove, err = joinVia.cl.Join(ctx, id, raftAddr, n.addr)
+			worker, startAbove, err = joinVia.cl.Join(ctx, id, raftAddr, n.addr, true)
 		}
 		if err == nil {
 			break
@@ -548,5 +548,34 @@ func TestForgetFreesTheWorkerID(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("CLUSTER INFO after forget and join:\n%s", info)
 		}
+	}
+}
+
+// TestWipedNodeGetsANewWorkerID: the same node ID coming back with an empty
+// data directory is a new node: it gets a worker ID of its own, and the IDs
+// the two incarnations issue never meet.
+func TestWipedNodeGetsANewWorkerID(t *testing.T) {
+	nodes := startCluster(t, 2, 0)
+	ctx := context.Background()
+	old := nodes[1]
+	before, err := old.rdb.Do(ctx, "NEXTID", 1000).Int64Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.stop()
+	again := startNode(t, old.id, t.TempDir(), nodes[0], 0)
+	if again.worker == old.worker || again.worker == nodes[0].worker {
+		t.Fatalf("wiped %s got worker %d (old %d, other %d)", old.id, again.worker, old.worker, nodes[0].worker)
+	}
+	after, err := again.rdb.Do(ctx, "NEXTID", 1000).Int64Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int64]bool{}
+	for _, id := range append(before, after...) {
+		if seen[id] {
+			t.Fatalf("ID %d issued by both incarnations", id)
+		}
+		seen[id] = true
 	}
 }

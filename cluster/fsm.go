@@ -20,7 +20,7 @@ import (
 const (
 	entryAlloc     byte = 1 // group of (tag, n): allocate n values of each
 	entrySet       byte = 2 // tag, v: raise the tag's floor to v
-	entryJoin      byte = 3 // node ID, raft address, RESP address: a member, with a worker ID
+	entryJoin      byte = 3 // node ID, raft address, RESP address[, fresh]: a member, with a worker ID
 	entryForget    byte = 4 // node ID: gone for good, its worker ID free for reuse
 	entryHighWater byte = 5 // node ID, ms: the node's replicated snowflake high-water
 )
@@ -199,12 +199,16 @@ func (f *fsm) applySet(d *decoder, b *persist.Batch) any {
 
 func (f *fsm) applyJoin(d *decoder, b *persist.Batch) any {
 	node, raftAddr, respAddr := d.string(), d.string(), d.string()
+	fresh := len(d.b) > 0 && d.uvarint() == 1
 	d.end()
-	if m, ok := f.meta.Members[node]; ok {
+	m, known := f.meta.Members[node]
+	if known && !fresh {
 		m.RaftAddr, m.RESPAddr = raftAddr, respAddr
 		return joinResult{Worker: m.Worker}
 	}
 	// The lowest worker ID that no member holds: never used, or forgotten.
+	// A known node with a wiped directory gets a new one; its old one stays
+	// retired, since what it issued under it is lost with the directory.
 	for w := int64(0); w <= f.maxWorker; w++ {
 		ws := f.meta.Workers[w]
 		if ws != nil && !ws.Forgotten {

@@ -63,7 +63,7 @@ func TestFSMAllocSetJoinForget(t *testing.T) {
 	if jr := applyEntry(t, f, 10, newEntry(entryJoin).string("n5").string("r").string("p")).(joinResult); jr.Err == nil {
 		t.Fatal("a fifth member got one of four worker IDs")
 	}
-	again := applyEntry(t, f, 11, newEntry(entryJoin).string("n2").string("r2").string("p2")).(joinResult)
+	again := applyEntry(t, f, 11, newEntry(entryJoin).string("n2").string("r2").string("p2").uvarint(0)).(joinResult)
 	if again.Worker != 1 {
 		t.Fatalf("rejoin kept worker %d, want 1", again.Worker)
 	}
@@ -79,6 +79,22 @@ func TestFSMAllocSetJoinForget(t *testing.T) {
 	}
 	if v, _ := f.tag("a"); v != 101 {
 		t.Fatalf("a is at %d after a replay, want 101", v)
+	}
+}
+
+func TestFSMWipedNodeGetsANewWorker(t *testing.T) {
+	f, _ := newFSM(openStore(t), 1023, nil)
+	first := applyEntry(t, f, 1, newEntry(entryJoin).string("n1").string("r").string("p").uvarint(1)).(joinResult)
+	restart := applyEntry(t, f, 2, newEntry(entryJoin).string("n1").string("r").string("p").uvarint(0)).(joinResult)
+	wiped := applyEntry(t, f, 3, newEntry(entryJoin).string("n1").string("r").string("p").uvarint(1)).(joinResult)
+	if first.Worker != 0 || restart.Worker != 0 || wiped.Worker != 1 {
+		t.Fatalf("first %d, restart %d, wiped %d: want 0, 0, 1", first.Worker, restart.Worker, wiped.Worker)
+	}
+	// FORGET frees the current worker ID only; the wiped one stays retired.
+	applyEntry(t, f, 4, newEntry(entryForget).string("n1"))
+	next := applyEntry(t, f, 5, newEntry(entryJoin).string("n2").string("r").string("p").uvarint(1)).(joinResult)
+	if next.Worker != 1 {
+		t.Fatalf("after FORGET, a new node got %d, want 1", next.Worker)
 	}
 }
 

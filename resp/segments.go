@@ -24,7 +24,7 @@ type ClusterNode interface {
 	Set(ctx context.Context, tag string, v int64) error
 	Get(tag string) (int64, bool)
 	Size() int
-	Join(ctx context.Context, node, raftAddr, respAddr string) (worker, startAboveMS int64, err error)
+	Join(ctx context.Context, node, raftAddr, respAddr string, fresh bool) (worker, startAboveMS int64, err error)
 	Forget(ctx context.Context, node string) error
 	HighWaterFor(ctx context.Context, node string, ms int64) error
 	Leader() (string, bool)
@@ -224,7 +224,8 @@ func cmdCluster(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 		s.errorReply(conn, "ERR unknown subcommand '"+clip(args[1], 128)+"'. Try CLUSTER HELP.")
 		return
 	}
-	if len(args) != want {
+	fresh := sub == "join" && len(args) == 6 && strings.EqualFold(string(args[5]), "fresh")
+	if len(args) != want && !fresh {
 		s.errorReply(conn, wrongArity("cluster|"+sub))
 		return
 	}
@@ -245,7 +246,7 @@ func cmdCluster(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 			writeNull(conn, c)
 		}
 	case "join":
-		worker, above, err := cl.Join(ctx, string(args[2]), string(args[3]), string(args[4]))
+		worker, above, err := cl.Join(ctx, string(args[2]), string(args[3]), string(args[4]), fresh)
 		if err != nil {
 			s.clusterError(conn, err)
 			return

@@ -239,7 +239,7 @@ func workerID(cl *cluster.Cluster, store *persist.Store, cfg Config, tlsClient *
 		if cfg.Join != "" {
 			w, above, err = joinThrough(ctx, cfg.Join, cfg.RequirePass, tlsClient, nodeID, raftAddr, respAddr)
 		} else {
-			w, above, err = cl.Join(ctx, nodeID, raftAddr, respAddr)
+			w, above, err = cl.Join(ctx, nodeID, raftAddr, respAddr, true)
 		}
 		if err == nil {
 			break
@@ -259,7 +259,7 @@ func workerID(cl *cluster.Cluster, store *persist.Store, cfg Config, tlsClient *
 func joinThrough(ctx context.Context, member, password string, tlsClient *tls.Config, nodeID, raftAddr, respAddr string) (int64, int64, error) {
 	c := redis.NewClient(&redis.Options{Addr: member, Password: password, TLSConfig: tlsClient, Protocol: 2, MaxRetries: -1, DisableIdentity: true})
 	defer c.Close()
-	v, err := c.Do(ctx, "CLUSTER", "JOIN", nodeID, raftAddr, respAddr).Int64Slice()
+	v, err := c.Do(ctx, "CLUSTER", "JOIN", nodeID, raftAddr, respAddr, "FRESH").Int64Slice()
 	if err != nil {
 		return 0, 0, err
 	}
@@ -273,7 +273,7 @@ func joinThrough(ctx context.Context, member, password string, tlsClient *tls.Co
 func announce(cl *cluster.Cluster, nodeID, raftAddr, respAddr string, log *slog.Logger) {
 	for range 240 {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, _, err := cl.Join(ctx, nodeID, raftAddr, respAddr)
+		_, _, err := cl.Join(ctx, nodeID, raftAddr, respAddr, false)
 		cancel()
 		if err == nil {
 			return

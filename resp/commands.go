@@ -95,8 +95,9 @@ func (s *Server) validKey(conn redcon.Conn, what string, key []byte) bool {
 }
 
 // writeIDs answers one integer, or an array when a count was given.
-func (s *Server) writeIDs(conn redcon.Conn, ids []int64, asArray bool) {
+func (s *Server) writeIDs(c *client, conn redcon.Conn, ids []int64, asArray bool) {
 	s.stats.idsIssued.Add(int64(len(ids)))
+	s.cmdStats[c.cmd].issued.Add(int64(len(ids)))
 	if s.clockBehind.Load() && s.clockBehind.CompareAndSwap(true, false) {
 		s.cfg.Logger.Info("clock caught up: issuing IDs again")
 	}
@@ -128,7 +129,7 @@ func cmdNextID(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 		s.engineError(conn, err)
 		return
 	}
-	s.writeIDs(conn, ids, len(args) == 2)
+	s.writeIDs(c, conn, ids, len(args) == 2)
 }
 
 func cmdGeneID(s *Server, c *client, conn redcon.Conn, args [][]byte) {
@@ -152,7 +153,7 @@ func cmdGeneID(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 		s.engineError(conn, err)
 		return
 	}
-	s.writeIDs(conn, ids, len(args) == 3)
+	s.writeIDs(c, conn, ids, len(args) == 3)
 }
 
 func cmdGeneOf(s *Server, c *client, conn redcon.Conn, args [][]byte) {

@@ -78,7 +78,7 @@ func (s *Server) clusterError(conn redcon.Conn, err error) {
 func (s *Server) validTag(conn redcon.Conn, tag []byte) bool { return s.validKey(conn, "tag", tag) }
 
 // next serves n values of tag, or writes the error.
-func (s *Server) next(conn redcon.Conn, tag []byte, n int64) (int64, int64, bool) {
+func (s *Server) next(c *client, conn redcon.Conn, tag []byte, n int64) (int64, int64, bool) {
 	if s.cfg.Segments == nil {
 		s.errorReply(conn, "ERR segments are not served by this node")
 		return 0, 0, false
@@ -90,6 +90,7 @@ func (s *Server) next(conn redcon.Conn, tag []byte, n int64) (int64, int64, bool
 		return 0, 0, false
 	}
 	s.stats.valuesIssued.Add(n)
+	s.cmdStats[c.cmd].issued.Add(n)
 	return first, last, true
 }
 
@@ -106,7 +107,7 @@ func cmdNextSeg(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 		s.errorReply(conn, "ERR n is out of range, must be between 1 and "+strconv.Itoa(MaxSegment))
 		return
 	}
-	if first, last, ok := s.next(conn, args[1], n); ok {
+	if first, last, ok := s.next(c, conn, args[1], n); ok {
 		conn.WriteArray(2)
 		conn.WriteInt64(first)
 		conn.WriteInt64(last)
@@ -117,7 +118,7 @@ func cmdIncr(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	if !s.validTag(conn, args[1]) {
 		return
 	}
-	if _, last, ok := s.next(conn, args[1], 1); ok {
+	if _, last, ok := s.next(c, conn, args[1], 1); ok {
 		conn.WriteInt64(last)
 	}
 }
@@ -139,7 +140,7 @@ func cmdIncrBy(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 		s.errorReply(conn, "ERR increment is out of range, must be at most "+strconv.Itoa(MaxSegment))
 		return
 	}
-	if _, last, ok := s.next(conn, args[1], n); ok {
+	if _, last, ok := s.next(c, conn, args[1], n); ok {
 		conn.WriteInt64(last)
 	}
 }

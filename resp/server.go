@@ -99,6 +99,7 @@ type client struct {
 	libName string
 	libVer  string
 	lastCmd string
+	cmd     int     // index of the command being answered
 	errors  int64   // error replies written on this connection
 	ids     []int64 // reused reply buffer
 }
@@ -147,7 +148,9 @@ func (s *Server) accept(conn redcon.Conn) bool {
 	s.mu.Unlock()
 	if full {
 		// Redis's words; redcon flushes them as it closes the connection.
-		s.stats.rejected.Add(1)
+		if n := s.stats.rejected.Add(1); n == 1 || n%1000 == 0 {
+			s.cfg.Logger.Warn("refusing connections: --maxclients reached", "maxclients", s.cfg.MaxClients, "refused_so_far", n)
+		}
 		conn.WriteError("ERR max number of clients reached")
 		return false
 	}
@@ -196,7 +199,7 @@ func (s *Server) handle(conn redcon.Conn, cmd redcon.Command) {
 		s.errorReply(conn, wrongArity(def.name))
 		return
 	}
-	c.lastCmd = def.name
+	c.lastCmd, c.cmd = def.name, def.index
 	errorsBefore := c.errors
 	start := time.Now()
 	def.handler(s, c, conn, cmd.Args)

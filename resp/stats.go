@@ -20,6 +20,7 @@ var ErrorCodes = []string{"ERR", "CLOCKBACK", "TRYAGAIN", "NOAUTH", "WRONGPASS",
 type commandStats struct {
 	calls   atomic.Int64
 	errors  atomic.Int64
+	issued  atomic.Int64 // IDs or segment values handed out
 	nanos   atomic.Int64
 	buckets [13]atomic.Int64 // len(LatencyBounds)+1, the last for +Inf
 }
@@ -39,6 +40,7 @@ type CommandStat struct {
 	Name    string
 	Calls   int64
 	Errors  int64
+	Issued  int64 // IDs (NEXTID, GENEID) or values (INCR, INCRBY, NEXTSEG) handed out
 	Total   time.Duration
 	Buckets []int64 // per bucket of LatencyBounds, then +Inf; not cumulative
 }
@@ -51,7 +53,8 @@ func (s *Server) CommandStats() []CommandStat {
 		if st.calls.Load() == 0 {
 			continue
 		}
-		cs := CommandStat{Name: name, Calls: st.calls.Load(), Errors: st.errors.Load(), Total: time.Duration(st.nanos.Load())}
+		cs := CommandStat{Name: name, Calls: st.calls.Load(), Errors: st.errors.Load(), Issued: st.issued.Load(),
+			Total: time.Duration(st.nanos.Load())}
 		for i := range st.buckets {
 			cs.Buckets = append(cs.Buckets, st.buckets[i].Load())
 		}
@@ -69,20 +72,17 @@ func (s *Server) ErrorCounts() map[string]int64 {
 	return out
 }
 
-// Counters are the server's totals, for metrics.
+// Counters are the server's connection totals, for metrics.
 type Counters struct {
 	Connections, Clients, Rejected int64
-	IDs, SegmentValues             int64
 }
 
 // Counters reports totals.
 func (s *Server) Counters() Counters {
 	return Counters{
-		Connections:   s.stats.connections.Load(),
-		Clients:       int64(s.connectedClients()),
-		Rejected:      s.stats.rejected.Load(),
-		IDs:           s.stats.idsIssued.Load(),
-		SegmentValues: s.stats.valuesIssued.Load(),
+		Connections: s.stats.connections.Load(),
+		Clients:     int64(s.connectedClients()),
+		Rejected:    s.stats.rejected.Load(),
 	}
 }
 

@@ -75,8 +75,8 @@ var (
 	descCmdErrors = prometheus.NewDesc("idserver_command_errors_total", "Commands answered with an error, by command.", []string{"command"}, nil)
 	descLatency   = prometheus.NewDesc("idserver_command_duration_seconds", "Time to answer a command, by command.", []string{"command"}, nil)
 	descErrors    = prometheus.NewDesc("idserver_errors_total", "Error replies by code (PROTOCOL: frames refused).", []string{"code"}, nil)
-	descIDs       = prometheus.NewDesc("idserver_ids_issued_total", "Snowflake and gene IDs issued.", nil, nil)
-	descValues    = prometheus.NewDesc("idserver_segment_values_issued_total", "Segment values handed out (INCR, INCRBY, NEXTSEG).", nil, nil)
+	descIDs       = prometheus.NewDesc("idserver_ids_issued_total", "Snowflake and gene IDs issued, by command.", []string{"command"}, nil)
+	descValues    = prometheus.NewDesc("idserver_segment_values_issued_total", "Segment values handed out, by command.", []string{"command"}, nil)
 	descClients   = prometheus.NewDesc("idserver_connected_clients", "Open client connections.", nil, nil)
 	descConns     = prometheus.NewDesc("idserver_connections_total", "Client connections accepted.", nil, nil)
 	descRejected  = prometheus.NewDesc("idserver_rejected_connections_total", "Connections refused at --maxclients.", nil, nil)
@@ -113,6 +113,12 @@ func (m *metricsServer) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, cs := range src.resp.CommandStats() {
 		counter(descCommands, float64(cs.Calls), cs.Name)
+		switch cs.Name {
+		case "nextid", "geneid":
+			counter(descIDs, float64(cs.Issued), cs.Name)
+		case "incr", "incrby", "nextseg":
+			counter(descValues, float64(cs.Issued), cs.Name)
+		}
 		counter(descCmdErrors, float64(cs.Errors), cs.Name)
 		buckets := map[float64]uint64{}
 		cum := uint64(0)
@@ -126,8 +132,6 @@ func (m *metricsServer) Collect(ch chan<- prometheus.Metric) {
 		counter(descErrors, float64(n), code)
 	}
 	c := src.resp.Counters()
-	counter(descIDs, float64(c.IDs))
-	counter(descValues, float64(c.SegmentValues))
 	gauge(descClients, float64(c.Clients))
 	counter(descConns, float64(c.Connections))
 	counter(descRejected, float64(c.Rejected))

@@ -64,7 +64,7 @@ func TestMetricsMoveUnderLoadAndInfoParses(t *testing.T) {
 		select {
 		case <-done:
 		default:
-			v := metricValue(t, scrape(t, "http://"+maddr+"/metrics"), `idserver_ids_issued_total`)
+			v := metricValue(t, scrape(t, "http://"+maddr+"/metrics"), `idserver_ids_issued_total{command="nextid"}`)
 			if v > last {
 				moved++
 			}
@@ -87,8 +87,8 @@ func TestMetricsMoveUnderLoadAndInfoParses(t *testing.T) {
 		{`idserver_commands_total{command="incr"}`, 500},
 		{`idserver_command_errors_total{command="nextid"}`, 1},
 		{`idserver_command_duration_seconds_count{command="incr"}`, 500},
-		{`idserver_ids_issued_total`, 500},
-		{`idserver_segment_values_issued_total`, 500},
+		{`idserver_ids_issued_total{command="nextid"}`, 500},
+		{`idserver_segment_values_issued_total{command="incr"}`, 500},
 		{`idserver_errors_total{code="ERR"}`, 1},
 		{`idserver_raft_leader`, 1},
 		{`idserver_raft_applied_index`, 1},
@@ -99,7 +99,7 @@ func TestMetricsMoveUnderLoadAndInfoParses(t *testing.T) {
 			t.Errorf("%s = %v, want at least %v", c.sample, v, c.min)
 		}
 	}
-	if metricValue(t, after, `idserver_ids_issued_total`) <= metricValue(t, before, `idserver_ids_issued_total`) {
+	if metricValue(t, after, `idserver_ids_issued_total{command="nextid"}`) <= metricValue(t, before, `idserver_ids_issued_total{command="nextid"}`) {
 		t.Error("idserver_ids_issued_total did not move")
 	}
 	info, err := rdb.Info(ctx, "everything").Result()

@@ -234,6 +234,7 @@ func workerID(cl *cluster.Cluster, store *persist.Store, cfg Config, tlsClient *
 	var (
 		w, above int64
 		err      error
+		attempt  int
 	)
 	for {
 		if cfg.Join != "" {
@@ -244,7 +245,9 @@ func workerID(cl *cluster.Cluster, store *persist.Store, cfg Config, tlsClient *
 		if err == nil {
 			break
 		}
-		log.Info("waiting to join the cluster", "via", cmp.Or(cfg.Join, "self"), "err", err)
+		if attempt++; attempt%8 == 0 {
+			log.Info("waiting for a Raft leader to assign a worker ID", "via", cmp.Or(cfg.Join, "self"), "err", err)
+		}
 		select {
 		case <-ctx.Done():
 			return 0, 0, fmt.Errorf("no worker ID from the cluster within 60s: %w", err)

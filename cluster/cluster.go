@@ -432,8 +432,30 @@ func (c *Cluster) TransferLeadership() error { return c.raft.LeadershipTransfer(
 // Snapshot takes a Raft snapshot now and compacts the log.
 func (c *Cluster) Snapshot() error { return c.raft.Snapshot().Error() }
 
-// Get is a tag's cluster-wide high-water as this node's state machine has it.
+// Get is a tag's high-water as this node's state machine has it, which on
+// a follower may lag the leader by a few entries. EXISTS and DBSIZE use it.
 func (c *Cluster) Get(tag string) (int64, bool) { return c.fsm.tag(tag) }
+
+// High is a tag's cluster-wide allocation high-water, at least every value
+// any node has handed out: read on the leader (whose state machine has
+// every committed allocation), or from this node's state when there is no
+// leader to ask.
+func (c *Cluster) High(ctx context.Context, tag string) (int64, bool) {
+	if !c.IsLeader() {
+		v, err := c.forward(ctx, "GET", tag).Result()
+		switch {
+		case errors.Is(err, redis.Nil):
+			return 0, false
+		case err == nil:
+			if s, ok := v.(string); ok {
+				if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+					return n, true
+				}
+			}
+		}
+	}
+	return c.fsm.tag(tag)
+}
 
 // Size is the number of tags.
 func (c *Cluster) Size() int { return c.fsm.size() }

@@ -23,6 +23,7 @@ type ClusterNode interface {
 	Allocate(ctx context.Context, tag string, n int64) (first, last int64, err error)
 	Set(ctx context.Context, tag string, v int64) error
 	Get(tag string) (int64, bool)
+	High(ctx context.Context, tag string) (int64, bool)
 	Size() int
 	Join(ctx context.Context, node, raftAddr, respAddr string, fresh bool) (worker, startAboveMS int64, err error)
 	Forget(ctx context.Context, node string) error
@@ -157,7 +158,9 @@ func cmdGet(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	if !s.validTag(conn, args[1]) || !s.needCluster(conn) {
 		return
 	}
-	v, ok := s.cfg.Cluster.Get(string(args[1]))
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	v, ok := s.cfg.Cluster.High(ctx, string(args[1]))
 	if !ok {
 		writeNull(conn, c)
 		return

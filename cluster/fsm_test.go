@@ -12,7 +12,7 @@ import (
 	"idserver/persist"
 )
 
-func openStore(t *testing.T) *persist.Store {
+func openStore(t testing.TB) *persist.Store {
 	t.Helper()
 	s, err := persist.Open(t.TempDir())
 	if err != nil {

@@ -1,0 +1,56 @@
+package cluster
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/raft"
+)
+
+// FuzzFSMApply: any log entry either applies, or is refused with the
+// state machine's own "cluster: ..." panic; never an index error, a huge
+// allocation, or a state that breaks its invariants.
+func FuzzFSMApply(f *testing.F) {
+	f.Add([]byte(newEntry(entryAlloc).uvarint(2).string("a").varint(10).string("b").varint(1)))
+	f.Add([]byte(newEntry(entrySet).string("a").varint(100)))
+	f.Add([]byte(newEntry(entryJoin).string("n1").string("r").string("p").uvarint(1)))
+	f.Add([]byte(newEntry(entryForget).string("n1")))
+	f.Add([]byte(newEntry(entryHighWater).string("n1").varint(5)))
+	f.Add([]byte{entryAlloc, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	store := openStore(f)
+	fm, err := newFSM(store, 15, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	index := uint64(0)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		index++
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					if msg, ok := r.(string); !ok || !strings.HasPrefix(msg, "cluster: ") {
+						t.Fatalf("entry %x: unexpected panic %v", data, r)
+					}
+				}
+			}()
+			fm.Apply(&raft.Log{Index: index, Type: raft.LogCommand, Data: data})
+		}()
+		fm.mu.RLock()
+		defer fm.mu.RUnlock()
+		held := map[int64]string{}
+		for node, m := range fm.meta.Members {
+			if other, dup := held[m.Worker]; dup {
+				t.Fatalf("worker %d held by %s and %s", m.Worker, other, node)
+			}
+			held[m.Worker] = node
+			if m.Worker < 0 || m.Worker > fm.maxWorker {
+				t.Fatalf("worker %d out of range", m.Worker)
+			}
+		}
+		for tag, ts := range fm.tags {
+			if ts.high() < 0 {
+				t.Fatalf("tag %q went negative: %+v", tag, ts)
+			}
+		}
+	})
+}

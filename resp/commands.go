@@ -609,9 +609,13 @@ func cmdInfo(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	section("Segments", segLines...)
 	var cmdLines []string
 	for _, cs := range s.CommandStats() {
-		usec := cs.Total.Microseconds()
+		// usec is estimated from the timed sample (one call in latencySample).
+		perCall := 0.0
+		if cs.Timed > 0 {
+			perCall = float64(cs.Total.Microseconds()) / float64(cs.Timed)
+		}
 		cmdLines = append(cmdLines, fmt.Sprintf("cmdstat_%s:calls=%d,usec=%d,usec_per_call=%.2f,rejected_calls=0,failed_calls=%d",
-			cs.Name, cs.Calls, usec, float64(usec)/float64(cs.Calls), cs.Errors))
+			cs.Name, cs.Calls, int64(perCall*float64(cs.Calls)), perCall, cs.Errors))
 	}
 	section("Commandstats", cmdLines...)
 	var errLines []string

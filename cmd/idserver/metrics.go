@@ -73,7 +73,7 @@ func (m *metricsServer) close() {
 var (
 	descCommands  = prometheus.NewDesc("idserver_commands_total", "Commands answered, by command.", []string{"command"}, nil)
 	descCmdErrors = prometheus.NewDesc("idserver_command_errors_total", "Commands answered with an error, by command.", []string{"command"}, nil)
-	descLatency   = prometheus.NewDesc("idserver_command_duration_seconds", "Time to answer a command, by command.", []string{"command"}, nil)
+	descLatency   = prometheus.NewDesc("idserver_command_duration_seconds", "Time to answer a command, by command; one call in 16 per connection is timed.", []string{"command"}, nil)
 	descErrors    = prometheus.NewDesc("idserver_errors_total", "Error replies by code (PROTOCOL: frames refused).", []string{"code"}, nil)
 	descIDs       = prometheus.NewDesc("idserver_ids_issued_total", "Snowflake and gene IDs issued, by command.", []string{"command"}, nil)
 	descValues    = prometheus.NewDesc("idserver_segment_values_issued_total", "Segment values handed out, by command.", []string{"command"}, nil)
@@ -126,7 +126,7 @@ func (m *metricsServer) Collect(ch chan<- prometheus.Metric) {
 			cum += uint64(cs.Buckets[i])
 			buckets[bound.Seconds()] = cum
 		}
-		ch <- prometheus.MustNewConstHistogram(descLatency, uint64(cs.Calls), cs.Total.Seconds(), buckets, cs.Name)
+		ch <- prometheus.MustNewConstHistogram(descLatency, uint64(cs.Timed), cs.Total.Seconds(), buckets, cs.Name)
 	}
 	for code, n := range src.resp.ErrorCounts() {
 		counter(descErrors, float64(n), code)

@@ -86,7 +86,7 @@ func TestMetricsMoveUnderLoadAndInfoParses(t *testing.T) {
 		{`idserver_commands_total{command="nextid"}`, 501},
 		{`idserver_commands_total{command="incr"}`, 500},
 		{`idserver_command_errors_total{command="nextid"}`, 1},
-		{`idserver_command_duration_seconds_count{command="incr"}`, 500},
+		{`idserver_command_duration_seconds_count{command="incr"}`, 500 / 16},
 		{`idserver_ids_issued_total{command="nextid"}`, 500},
 		{`idserver_segment_values_issued_total{command="incr"}`, 500},
 		{`idserver_errors_total{code="ERR"}`, 1},

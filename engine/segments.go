@@ -36,7 +36,7 @@ type Segments struct {
 	now     Clock
 	wait    time.Duration // longest a request waits for a refill
 
-	mu   sync.Mutex
+	mu   sync.RWMutex
 	tags map[string]*segmentBuffer
 }
 
@@ -68,10 +68,15 @@ func NewSegments(src SegmentSource, minStep int64, now Clock) *Segments {
 }
 
 func (s *Segments) buffer(tag string) *segmentBuffer {
+	s.mu.RLock()
+	b := s.tags[tag]
+	s.mu.RUnlock()
+	if b != nil {
+		return b
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b := s.tags[tag]
-	if b == nil {
+	if b = s.tags[tag]; b == nil {
 		b = &segmentBuffer{step: s.minStep, cur: span{1, 0}, spare: span{1, 0}}
 		s.tags[tag] = b
 	}
@@ -88,7 +93,7 @@ func (s *Segments) Next(ctx context.Context, tag string, n int64) (first, last i
 	if n > b.step {
 		return s.direct(ctx, tag, b, n)
 	}
-	deadline := time.Now().Add(s.wait)
+	var deadline time.Time // set on the first wait: no clock read on the fast path
 	for b.cur.left() < n {
 		if b.spare.left() >= n {
 			s.rotate(b)
@@ -98,6 +103,9 @@ func (s *Segments) Next(ctx context.Context, tag string, n int64) (first, last i
 			s.startRefill(tag, b)
 		}
 		done := b.refilling
+		if deadline.IsZero() {
+			deadline = time.Now().Add(s.wait)
+		}
 		b.mu.Unlock()
 		select {
 		case <-done:
@@ -211,12 +219,12 @@ type SegmentStatus struct {
 
 // Status lists the buffers.
 func (s *Segments) Status() []SegmentStatus {
-	s.mu.Lock()
+	s.mu.RLock()
 	tags := make(map[string]*segmentBuffer, len(s.tags))
 	for k, v := range s.tags {
 		tags[k] = v
 	}
-	s.mu.Unlock()
+	s.mu.RUnlock()
 	out := make([]SegmentStatus, 0, len(tags))
 	for tag, b := range tags {
 		b.mu.Lock()

@@ -24,12 +24,9 @@ import (
 	"idserver/persist"
 )
 
-// Errors of the cluster. engine.ErrNoLeader, engine.ErrWouldGoBack and
-// engine.ErrOverflow come back from Allocate and Set as well.
-var (
-	// ErrNotMember: this node has not been given a worker ID yet.
-	ErrNotMember = errors.New("this node is not a member of the cluster yet")
-)
+// The cluster's errors are the engine's: engine.ErrNoLeader (TRYAGAIN),
+// engine.ErrWouldGoBack and engine.ErrOverflow come back from Allocate and
+// Set; an error reply from another node comes back as a RemoteError.
 
 // Config sets up a node.
 type Config struct {

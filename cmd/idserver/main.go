@@ -254,6 +254,12 @@ func workerID(cl *cluster.Cluster, store *persist.Store, cfg Config, tlsClient *
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+	if above > 0 {
+		// A reused worker ID: its forgotten holder may have reserved up to a
+		// window past its last replicated high-water, and replicated it up to
+		// one interval late. Start above all of that.
+		above += cfg.Window.Milliseconds() + replicateEvery.Milliseconds()
+	}
 	log.Info("worker ID assigned", "worker_id", w, "start_above_ms", above)
 	return w, above, store.SetWorkerSync(w, above)
 }
@@ -286,11 +292,14 @@ func announce(cl *cluster.Cluster, nodeID, raftAddr, respAddr string, log *slog.
 	log.Warn("could not announce this node's addresses to the cluster")
 }
 
+// replicateEvery is how often a node copies its high-water into the state machine.
+const replicateEvery = 2 * time.Second
+
 // replicateHighWater copies the snowflake high-water into the state
-// machine every 2s, best effort.
+// machine every replicateEvery, best effort.
 func replicateHighWater(ctx context.Context, cl *cluster.Cluster, gen *engine.Generator, nodeID string) {
 	var last int64
-	tick := time.NewTicker(2 * time.Second)
+	tick := time.NewTicker(replicateEvery)
 	defer tick.Stop()
 	for {
 		select {

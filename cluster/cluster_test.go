@@ -584,3 +584,40 @@ func TestWipedNodeGetsANewWorkerID(t *testing.T) {
 		seen[id] = true
 	}
 }
+
+// TestMembershipChangesUnderLoad: a node joins, and another is stopped and
+// forgotten, while clients on the others keep allocating; nothing repeats
+// and the new node serves.
+func TestMembershipChangesUnderLoad(t *testing.T) {
+	nodes := startCluster(t, 3, 0)
+	c := newCollector()
+	stop := make(chan struct{})
+	wg := load(t, nodes[:2], c, stop)
+	time.Sleep(300 * time.Millisecond)
+	n4 := startNode(t, "n4", t.TempDir(), leader(t, nodes), 0)
+	nodes[2].stop()
+	ctx := context.Background()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		err := nodes[0].rdb.Do(ctx, "CLUSTER", "FORGET", "n3").Err()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("FORGET n3 under load: %v", err)
+		}
+	}
+	more := load(t, []*node{n4}, c, stop)
+	before := c.count()
+	time.Sleep(time.Second)
+	close(stop)
+	wg.Wait()
+	more.Wait()
+	if c.count() <= before {
+		t.Fatal("nothing handed out after the membership changes")
+	}
+	info, _ := n4.rdb.Do(ctx, "CLUSTER", "INFO").Text()
+	if !strings.Contains(info, "\r\nmembers:3\r\n") {
+		t.Fatalf("after join and forget:\n%s", info)
+	}
+	t.Logf("join of n4 and forget of n3 under load: %d values, no repeat; errors %v", c.count(), c.errs)
+}

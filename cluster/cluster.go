@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -495,6 +496,21 @@ func (c *Cluster) Info() [][2]string {
 		{"raft_addr", c.RaftAddr()},
 		{"raft_applies_proposed", strconv.FormatInt(c.applies.Load(), 10)},
 	}
+}
+
+// PeerAddrs lists the RESP addresses of the other members, as this node's
+// state machine has them.
+func (c *Cluster) PeerAddrs() []string {
+	c.fsm.mu.RLock()
+	defer c.fsm.mu.RUnlock()
+	var out []string
+	for id, m := range c.fsm.meta.Members {
+		if id != c.cfg.NodeID && m.RESPAddr != "" {
+			out = append(out, m.RESPAddr)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Applies is the number of log entries this node proposed as leader.

@@ -234,3 +234,40 @@ func TestIncrLoadCausesFewRaftApplies(t *testing.T) {
 		t.Fatalf("%d Raft applies for 2M INCRs; the adaptive step should keep it to about 12", n)
 	}
 }
+
+// TestMemberRestartsOnANewRaftAddress: a member that comes back with a
+// different --raft-addr cannot be reached by the leader until it tells the
+// cluster; it does so through the other members' RESP ports and rejoins.
+func TestMemberRestartsOnANewRaftAddress(t *testing.T) {
+	members := make([]*member, 3)
+	for i := range members {
+		members[i] = &member{dir: t.TempDir(), port: strconv.Itoa(freePort(t)), raft: strconv.Itoa(freePort(t))}
+		if i > 0 {
+			members[i].join = "127.0.0.1:" + members[0].port
+		}
+		members[i].start(t)
+	}
+	ctx := context.Background()
+	moved := members[2]
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + moved.port, MaxRetries: -1})
+	defer c.Close()
+	for deadline := time.Now().Add(10 * time.Second); clusterInfo(t, c)["members"] != "3"; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the third member never saw 3 members")
+		}
+	}
+	moved.p.stop()
+	moved.raft = strconv.Itoa(freePort(t))
+	moved.start(t)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		info := clusterInfo(t, c)
+		if info["role"] == "Follower" && info["leader"] != "" && strings.HasSuffix(info["raft_addr"], ":"+moved.raft) {
+			if _, err := c.Do(ctx, "INCR", "orders").Int64(); err == nil {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the member on a new Raft address did not rejoin: %v", info)
+		}
+	}
+}

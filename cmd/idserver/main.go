@@ -137,7 +137,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	}
 	if restart {
 		// Addresses may have changed (--port 0): tell the cluster, when it can hear.
-		go announce(cl, nodeID, raftAddr, respAddr, log)
+		go announce(cl, cfg, tlsClient, nodeID, raftAddr, respAddr, log)
 	}
 	gen, err := engine.New(engine.Config{
 		Layout:       cfg.Layout,
@@ -238,7 +238,7 @@ func workerID(cl *cluster.Cluster, store *persist.Store, cfg Config, tlsClient *
 	)
 	for {
 		if cfg.Join != "" {
-			w, above, err = joinThrough(ctx, cfg.Join, cfg.RequirePass, tlsClient, nodeID, raftAddr, respAddr)
+			w, above, err = joinThrough(ctx, cfg.Join, cfg.RequirePass, tlsClient, nodeID, raftAddr, respAddr, true)
 		} else {
 			w, above, err = cl.Join(ctx, nodeID, raftAddr, respAddr, true)
 		}
@@ -265,10 +265,14 @@ func workerID(cl *cluster.Cluster, store *persist.Store, cfg Config, tlsClient *
 }
 
 // joinThrough sends CLUSTER JOIN to a member's RESP port.
-func joinThrough(ctx context.Context, member, password string, tlsClient *tls.Config, nodeID, raftAddr, respAddr string) (int64, int64, error) {
+func joinThrough(ctx context.Context, member, password string, tlsClient *tls.Config, nodeID, raftAddr, respAddr string, fresh bool) (int64, int64, error) {
 	c := redis.NewClient(&redis.Options{Addr: member, Password: password, TLSConfig: tlsClient, Protocol: 2, MaxRetries: -1, DisableIdentity: true})
 	defer c.Close()
-	v, err := c.Do(ctx, "CLUSTER", "JOIN", nodeID, raftAddr, respAddr, "FRESH").Int64Slice()
+	args := []any{"CLUSTER", "JOIN", nodeID, raftAddr, respAddr}
+	if fresh {
+		args = append(args, "FRESH")
+	}
+	v, err := c.Do(ctx, args...).Int64Slice()
 	if err != nil {
 		return 0, 0, err
 	}
@@ -278,11 +282,24 @@ func joinThrough(ctx context.Context, member, password string, tlsClient *tls.Co
 	return v[0], v[1], nil
 }
 
-// announce re-registers a restarted node's addresses once there is a leader.
-func announce(cl *cluster.Cluster, nodeID, raftAddr, respAddr string, log *slog.Logger) {
+// announce re-registers a restarted node's addresses. With a leader in
+// sight it asks it; without one (the node's Raft address changed, so the
+// leader cannot reach it) it asks the other members over RESP, which
+// forward to the leader, which then updates the node's Raft address.
+func announce(cl *cluster.Cluster, cfg Config, tlsClient *tls.Config, nodeID, raftAddr, respAddr string, log *slog.Logger) {
 	for range 240 {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_, _, err := cl.Join(ctx, nodeID, raftAddr, respAddr, false)
+		if err != nil {
+			for _, member := range append(cl.PeerAddrs(), cfg.Join) {
+				if member == "" || member == respAddr {
+					continue
+				}
+				if _, _, err = joinThrough(ctx, member, cfg.RequirePass, tlsClient, nodeID, raftAddr, respAddr, false); err == nil {
+					break
+				}
+			}
+		}
 		cancel()
 		if err == nil {
 			return

@@ -96,7 +96,6 @@ func (s *Server) validKey(conn redcon.Conn, what string, key []byte) bool {
 
 // writeIDs answers one integer, or an array when a count was given.
 func (s *Server) writeIDs(c *client, conn redcon.Conn, ids []int64, asArray bool) {
-	s.stats.idsIssued.Add(int64(len(ids)))
 	s.cmdStats[c.cmd].issued.Add(int64(len(ids)))
 	if s.clockBehind.Load() && s.clockBehind.CompareAndSwap(true, false) {
 		s.cfg.Logger.Info("clock caught up: issuing IDs again")
@@ -566,8 +565,8 @@ func cmdInfo(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	section("Stats",
 		kv("total_connections_received", s.stats.connections.Load()),
 		kv("total_commands_processed", s.stats.commands.Load()),
-		kv("ids_issued", s.stats.idsIssued.Load()),
-		kv("segment_values_issued", s.stats.valuesIssued.Load()),
+		kv("ids_issued", s.issued("nextid", "geneid")),
+		kv("segment_values_issued", s.issued("incr", "incrby", "nextseg")),
 		kv("total_error_replies", s.stats.errorReplies.Load()),
 		kv("tryagain_errors", errs["TRYAGAIN"]),
 		kv("protocol_errors", errs["PROTOCOL"]),

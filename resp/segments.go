@@ -90,7 +90,6 @@ func (s *Server) next(c *client, conn redcon.Conn, tag []byte, n int64) (int64, 
 		s.clusterError(conn, err)
 		return 0, 0, false
 	}
-	s.stats.valuesIssued.Add(n)
 	s.cmdStats[c.cmd].issued.Add(n)
 	return first, last, true
 }

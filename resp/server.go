@@ -63,8 +63,6 @@ type Server struct {
 type stats struct {
 	connections  atomic.Int64 // accepted, ever
 	commands     atomic.Int64
-	idsIssued    atomic.Int64 // NEXTID and GENEID IDs
-	valuesIssued atomic.Int64 // segment values: INCR, INCRBY, NEXTSEG
 	rejected     atomic.Int64 // connections refused at --maxclients
 	errorReplies atomic.Int64 // error replies written (frames refused not included)
 }

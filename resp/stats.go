@@ -104,3 +104,12 @@ func (s *Server) countError(msg string) {
 	}
 	s.errorsByCode[0].Add(1)
 }
+
+// issued sums what the named commands handed out.
+func (s *Server) issued(commands ...string) int64 {
+	var n int64
+	for _, name := range commands {
+		n += s.cmdStats[commandTable[name].index].issued.Load()
+	}
+	return n
+}

@@ -45,6 +45,21 @@ func (m *member) start(t *testing.T) {
 	m.p = p
 }
 
+// startMembers starts n processes on fixed ports, the first bootstrapping
+// and the others joining it with --join.
+func startMembers(t *testing.T, n int) []*member {
+	t.Helper()
+	members := make([]*member, n)
+	for i := range members {
+		members[i] = &member{dir: t.TempDir(), port: strconv.Itoa(freePort(t)), raft: strconv.Itoa(freePort(t))}
+		if i > 0 {
+			members[i].join = "127.0.0.1:" + members[0].port
+		}
+		members[i].start(t)
+	}
+	return members
+}
+
 func clusterInfo(t *testing.T, rdb *redis.Client) map[string]string {
 	t.Helper()
 	text, err := rdb.Do(context.Background(), "CLUSTER", "INFO").Text()
@@ -65,14 +80,7 @@ func clusterInfo(t *testing.T, rdb *redis.Client) map[string]string {
 // is killed with SIGKILL mid-load and restarted. Every value is unique, the
 // survivors keep serving, and the killed node catches up.
 func TestThreeProcessesSurviveLeaderKill(t *testing.T) {
-	members := make([]*member, 3)
-	for i := range members {
-		members[i] = &member{dir: t.TempDir(), port: strconv.Itoa(freePort(t)), raft: strconv.Itoa(freePort(t))}
-		if i > 0 {
-			members[i].join = "127.0.0.1:" + members[0].port
-		}
-		members[i].start(t)
-	}
+	members := startMembers(t, 3)
 	ctx := context.Background()
 	clients := make([]*redis.Client, 3)
 	for i, m := range members {
@@ -239,14 +247,7 @@ func TestIncrLoadCausesFewRaftApplies(t *testing.T) {
 // different --raft-addr cannot be reached by the leader until it tells the
 // cluster; it does so through the other members' RESP ports and rejoins.
 func TestMemberRestartsOnANewRaftAddress(t *testing.T) {
-	members := make([]*member, 3)
-	for i := range members {
-		members[i] = &member{dir: t.TempDir(), port: strconv.Itoa(freePort(t)), raft: strconv.Itoa(freePort(t))}
-		if i > 0 {
-			members[i].join = "127.0.0.1:" + members[0].port
-		}
-		members[i].start(t)
-	}
+	members := startMembers(t, 3)
 	ctx := context.Background()
 	moved := members[2]
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + moved.port, MaxRetries: -1})

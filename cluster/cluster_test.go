@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"strings"
 	"sync"
@@ -149,7 +150,7 @@ func startNode(t *testing.T, id, dir string, joinVia *node, snapshotThreshold ui
 	if _, err := n.cl.WaitForLeader(ctx); err != nil {
 		t.Fatalf("%s: no leader known after joining: %v", id, err)
 	}
-	n.gen, err = engine.New(engine.Config{Layout: engine.DefaultLayout(), Worker: worker, MaxBorrow: time.Second, StartAboveMS: startAbove}, time.Now, store)
+	n.gen, err = engine.New(engine.Config{Layout: engine.DefaultLayout(), Worker: worker, MaxBorrow: time.Second, StartAboveMS: startAbove, LeaseEndMS: math.MaxInt64}, time.Now, store)
 	if err != nil {
 		t.Fatal(err)
 	}

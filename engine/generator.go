@@ -24,6 +24,10 @@ var (
 	ErrHighWater = errors.New("cannot store the high-water mark")
 	// ErrClosed: the generator has been closed.
 	ErrClosed = errors.New("generator is closed")
+	// ErrNoLease: the node holds no lease on its worker ID that covers the
+	// next ID's time, so it may not let that ID out. Returned as a
+	// *LeaseError, which says since when and why (TRYAGAIN on the wire).
+	ErrNoLease = errors.New("no worker lease")
 )
 
 // ClockBackError is ErrClockBack with the distance, in milliseconds,
@@ -36,6 +40,29 @@ func (e *ClockBackError) Error() string {
 
 // Is makes errors.Is(err, ErrClockBack) true.
 func (e *ClockBackError) Is(target error) bool { return target == ErrClockBack }
+
+// LeaseError is ErrNoLease with the lease end (ms since the epoch, 0 when
+// there never was a lease), how far the next ID's time lies at or past it,
+// and why the lease is not being renewed ("" when unknown).
+type LeaseError struct {
+	EndMS    int64
+	BehindMS int64
+	Reason   string
+}
+
+func (e *LeaseError) Error() string {
+	msg := "no worker lease yet"
+	if e.EndMS > 0 {
+		msg = fmt.Sprintf("worker lease ended %d ms ago", e.BehindMS)
+	}
+	if e.Reason != "" {
+		msg += ": " + e.Reason
+	}
+	return msg
+}
+
+// Is makes errors.Is(err, ErrNoLease) true.
+func (e *LeaseError) Is(target error) bool { return target == ErrNoLease }
 
 // Clock reads the wall clock. Production passes time.Now; tests a fake.
 type Clock func() time.Time
@@ -60,6 +87,10 @@ type Config struct {
 	// StartAboveMS: start the logical clock above this (ms since the epoch):
 	// the replicated high-water of the worker ID's forgotten previous holder.
 	StartAboveMS int64
+	// LeaseEndMS: the end of the lease on the worker ID at start, in ms
+	// since the epoch: only IDs whose time is below it may be issued. 0
+	// means no lease yet: nothing is issued until SetLease.
+	LeaseEndMS int64
 	// Sleep waits when demand outruns the layout (time.Sleep when nil).
 	// Tests pass one that moves their fake clock.
 	Sleep func(time.Duration)
@@ -89,8 +120,10 @@ type Generator struct {
 	worker    int64 // worker << SeqBits
 	maxTime   int64
 
-	reserved  atomic.Int64 // durable high-water: every issued time is below it
-	reserveMu sync.Mutex   // serialises store writes so they only go up
+	reserved  atomic.Int64           // durable high-water: every issued time is below it
+	leaseEnd  atomic.Int64           // every issued time is below it; only goes up
+	leaseWhy  atomic.Pointer[string] // why it is not being renewed; nil when it is
+	reserveMu sync.Mutex             // serialises store writes so they only go up
 	kick      chan struct{}
 
 	mu        sync.Mutex
@@ -148,6 +181,7 @@ func New(cfg Config, now Clock, store HighWaterStore) (*Generator, error) {
 		return nil, fmt.Errorf("%w: %v", ErrHighWater, err)
 	}
 	g.reserved.Store(hw)
+	g.leaseEnd.Store(cfg.LeaseEndMS)
 	wall := g.wallMS()
 	start := max(wall, hw+1, cfg.StartAboveMS+1)
 	// The stored mark runs up to a window ahead of the clock by design;
@@ -184,6 +218,37 @@ func (g *Generator) lowHeadroom(r, t, wall int64) bool {
 	return r-wall < g.windowMS/2 || r-t < g.marginMS/2
 }
 
+// SetLease raises the lease end to endMS (ms since the epoch); a lower value
+// is ignored. It never takes the generator's lock: an issue in progress sees
+// the new end on its next call (or after its next wait).
+func (g *Generator) SetLease(endMS int64) {
+	for {
+		cur := g.leaseEnd.Load()
+		if endMS <= cur || g.leaseEnd.CompareAndSwap(cur, endMS) {
+			return
+		}
+	}
+}
+
+// SetLeaseProblem records why the lease is not being renewed ("" once
+// renewals work again); the text goes into the LeaseError a request gets
+// when the lease has ended.
+func (g *Generator) SetLeaseProblem(reason string) {
+	if reason == "" {
+		g.leaseWhy.Store(nil)
+		return
+	}
+	g.leaseWhy.Store(&reason)
+}
+
+func (g *Generator) leaseError(endMS, t int64) *LeaseError {
+	e := &LeaseError{EndMS: endMS, BehindMS: max(t-endMS, 0)}
+	if why := g.leaseWhy.Load(); why != nil {
+		e.Reason = *why
+	}
+	return e
+}
+
 // Layout returns the generator's layout.
 func (g *Generator) Layout() Layout { return g.layout }
 
@@ -212,8 +277,11 @@ func (g *Generator) GeneIDs(dst []int64, gene uint32, n int) ([]int64, error) {
 // issue hands out n slots of one gene, or of genes in turn when gene < 0.
 // On an error midway, the slots already taken are dropped: a gap, never a
 // repeat.
+//
+// It never waits for a lease: a slot at or past the lease end is ErrNoLease.
 func (g *Generator) issue(dst []int64, n int, gene int64) ([]int64, error) {
 	wall := g.wallMS()
+	lease := g.leaseEnd.Load()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
@@ -234,6 +302,9 @@ func (g *Generator) issue(dst []int64, n int, gene int64) ([]int64, error) {
 			slot += g.geneStep
 		}
 		t := slot >> g.seqBits
+		if t >= lease {
+			return dst[:start], g.leaseError(lease, t)
+		}
 		ref := max(wall, g.bootFloor)
 		if over := t - ref - g.borrowMS; over > 0 {
 			// Beyond the borrow. If the clock went back, that is CLOCKBACK.
@@ -246,6 +317,7 @@ func (g *Generator) issue(dst []int64, n int, gene int64) ([]int64, error) {
 			g.sleep(time.Duration(over) * time.Millisecond)
 			waited += over
 			wall = g.wallMS()
+			lease = g.leaseEnd.Load()
 			g.mu.Lock()
 			if g.closed {
 				return dst[:start], ErrClosed
@@ -367,6 +439,7 @@ type Status struct {
 	HighWaterMS   int64 // durable high-water, ms since the epoch
 	BorrowMS      int64 // how far issued IDs run ahead of the wall clock (0 if not)
 	WindowAheadMS int64 // high-water minus wall clock
+	LeaseEndMS    int64 // end of the worker lease, ms since the epoch (0: none yet)
 }
 
 // Status reports the generator's clocks.
@@ -383,5 +456,6 @@ func (g *Generator) Status() Status {
 		HighWaterMS:   hw,
 		BorrowMS:      max(0, last-wall),
 		WindowAheadMS: hw - wall,
+		LeaseEndMS:    g.leaseEnd.Load(),
 	}
 }

@@ -2,8 +2,11 @@ package engine
 
 import (
 	"errors"
+	"math"
 	"math/rand/v2"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -27,6 +30,25 @@ func (c *fakeClock) Step(d time.Duration) {
 	c.t = c.t.Add(d)
 	c.mu.Unlock()
 }
+
+// sleeper returns a Sleep for Config that moves the clock to at least d
+// after the moment it is called, like time.Sleep: callers sleeping at the
+// same time move it once, not once each. It counts the calls.
+func (c *fakeClock) sleeper(calls *atomic.Int64) func(time.Duration) {
+	return func(d time.Duration) {
+		calls.Add(1)
+		target := c.Now().Add(d)
+		c.mu.Lock()
+		if target.After(c.t) {
+			c.t = target
+		}
+		c.mu.Unlock()
+		runtime.Gosched()
+	}
+}
+
+// sinceEpochMS is the clock in ms since the default epoch.
+func (c *fakeClock) sinceEpochMS() int64 { return c.Now().UnixMilli() - DefaultEpoch.UnixMilli() }
 
 // memStore is an in-memory HighWaterStore that counts writes and can fail.
 type memStore struct {
@@ -55,7 +77,7 @@ func (s *memStore) SetHighWaterSync(ms int64) error {
 
 func newGen(t *testing.T, clock *fakeClock, store *memStore, mod func(*Config)) *Generator {
 	t.Helper()
-	cfg := Config{Layout: DefaultLayout(), Worker: 5, Window: 3 * time.Second, MaxBorrow: time.Second}
+	cfg := Config{Layout: DefaultLayout(), Worker: 5, Window: 3 * time.Second, MaxBorrow: time.Second, LeaseEndMS: math.MaxInt64}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -589,7 +611,7 @@ func TestConcurrentIssuersNeverRepeat(t *testing.T) {
 }
 
 func BenchmarkNextID(b *testing.B) {
-	g, err := New(Config{Layout: DefaultLayout(), MaxBorrow: time.Second}, time.Now, &memStore{})
+	g, err := New(Config{Layout: DefaultLayout(), MaxBorrow: time.Second, LeaseEndMS: math.MaxInt64}, time.Now, &memStore{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -643,5 +665,142 @@ func TestStartAboveForgottenHolder(t *testing.T) {
 	}
 	if p, _ := g.Layout().Decode(id); p.UnixMS-DefaultEpoch.UnixMilli() <= wall+500 {
 		t.Fatalf("started at %d, not above %d", p.UnixMS-DefaultEpoch.UnixMilli(), wall+500)
+	}
+}
+
+// idMS is the time of an ID in ms since the default epoch.
+func idMS(t *testing.T, g *Generator, id int64) int64 {
+	t.Helper()
+	p, err := g.Layout().Decode(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.UnixMS - g.Layout().Epoch.UnixMilli()
+}
+
+func TestLeaseBoundsIssuedTimes(t *testing.T) {
+	clock := newFakeClock()
+	var slept atomic.Int64
+	g := newGen(t, clock, &memStore{}, func(c *Config) {
+		c.LeaseEndMS = 0
+		c.Sleep = clock.sleeper(&slept)
+	})
+	// No lease yet: nothing is issued, and the error says so.
+	_, err := g.NextID()
+	var le *LeaseError
+	if !errors.As(err, &le) || !errors.Is(err, ErrNoLease) || le.EndMS != 0 || err.Error() != "no worker lease yet" {
+		t.Fatalf("before any lease: %v", err)
+	}
+	g.SetLeaseProblem("no quorum: 2 of 3 members unreachable")
+	if _, err := g.GeneIDs(nil, 7, 1); err == nil || err.Error() != "no worker lease yet: no quorum: 2 of 3 members unreachable" {
+		t.Fatalf("before any lease, with a reason: %v", err)
+	}
+
+	wall := clock.sinceEpochMS()
+	g.SetLease(wall + 100)
+	g.SetLease(wall + 50) // never lowers
+	if st := g.Status(); st.LeaseEndMS != wall+100 {
+		t.Fatalf("Status.LeaseEndMS = %d, want %d", st.LeaseEndMS, wall+100)
+	}
+	seen := issuedSet{}
+	var last int64
+	for range 99 {
+		ids, err := g.NextIDs(nil, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen.add(t, ids...)
+		for _, id := range ids {
+			if ms := idMS(t, g, id); ms >= wall+100 {
+				t.Fatalf("id time %d not below the lease end %d", ms, wall+100)
+			}
+		}
+		last = ids[len(ids)-1]
+		clock.Step(time.Millisecond)
+	}
+	// The clock passes the lease end: refused, without waiting for a lease.
+	clock.Step(35 * time.Millisecond)
+	_, err = g.NextIDs(nil, 5)
+	if !errors.As(err, &le) || le.EndMS != wall+100 || le.BehindMS != 34 || slept.Load() != 0 {
+		t.Fatalf("after the lease end: %v (%+v), slept %d times", err, le, slept.Load())
+	}
+	want := "worker lease ended 34 ms ago: no quorum: 2 of 3 members unreachable"
+	if err.Error() != want {
+		t.Fatalf("error text %q, want %q", err, want)
+	}
+	g.SetLeaseProblem("")
+	if _, err := g.NextID(); err == nil || err.Error() != "worker lease ended 34 ms ago" {
+		t.Fatalf("with the reason cleared: %v", err)
+	}
+	// Renewed: issuing resumes above everything issued before.
+	g.SetLease(clock.sinceEpochMS() + 10_000)
+	ids, err := g.NextIDs(nil, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen.add(t, ids...)
+	if ids[0] <= last {
+		t.Fatalf("after renewal %d <= %d issued before", ids[0], last)
+	}
+}
+
+// TestLeaseEndMidCallIsAGap: a call whose IDs would run past the lease end
+// fails whole; the slots it took are never handed out later.
+func TestLeaseEndMidCallIsAGap(t *testing.T) {
+	clock := newFakeClock()
+	g := newGen(t, clock, &memStore{}, func(c *Config) { c.LeaseEndMS = 0 })
+	wall := clock.sinceEpochMS()
+	g.SetLease(wall + 2) // two milliseconds: 8192 slots
+	first, err := g.NextIDs(nil, 5000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := make([]int64, 0, 8192)
+	got, err := g.NextIDs(dst, 5000) // 3192 fit below the lease end
+	if !errors.Is(err, ErrNoLease) || len(got) != 0 {
+		t.Fatalf("a call crossing the lease end: %d IDs, %v", len(got), err)
+	}
+	if _, err := g.GeneIDs(nil, 3, 1000); !errors.Is(err, ErrNoLease) {
+		t.Fatalf("GENEID past the lease end: %v", err)
+	}
+	g.SetLease(wall + 1000)
+	after, err := g.NextIDs(nil, 5000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after[0] <= first[len(first)-1] || idMS(t, g, after[0]) < wall+2 {
+		t.Fatalf("after the refused call, %d (ms %d) does not lie above the dropped slots", after[0], idMS(t, g, after[0]))
+	}
+}
+
+func TestSetLeaseConcurrentOnlyRaises(t *testing.T) {
+	clock := newFakeClock()
+	g := newGen(t, clock, &memStore{}, func(c *Config) { c.LeaseEndMS = 0 })
+	var wg sync.WaitGroup
+	var top atomic.Int64
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(w), 9))
+			for range 5000 {
+				v := r.Int64N(1 << 40)
+				g.SetLease(v)
+				for {
+					cur := top.Load()
+					if v <= cur || top.CompareAndSwap(cur, v) {
+						break
+					}
+				}
+				if _, err := g.NextID(); err != nil && !errors.Is(err, ErrNoLease) {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if got := g.Status().LeaseEndMS; got != top.Load() {
+		t.Fatalf("lease end %d, want the largest set %d", got, top.Load())
 	}
 }

@@ -234,6 +234,8 @@ func (s *Server) engineError(conn redcon.Conn, err error) {
 		s.errorReply(conn, "CLOCKBACK "+cb.Error())
 	case errors.Is(err, engine.ErrClosed):
 		s.errorReply(conn, "TRYAGAIN server is shutting down")
+	case errors.Is(err, engine.ErrNoLease):
+		s.errorReply(conn, "TRYAGAIN "+err.Error())
 	default:
 		s.cfg.Logger.Error("issue failed", "err", err)
 		s.errorReply(conn, "ERR "+err.Error())

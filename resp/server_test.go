@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net"
 	"strings"
 	"sync"
@@ -37,7 +38,7 @@ func (m *memHighWater) SetHighWaterSync(ms int64) error {
 // startServer serves a real engine on 127.0.0.1:0 and returns its address.
 func startServer(t *testing.T, cfg Config) string {
 	t.Helper()
-	gen, err := engine.New(engine.Config{Layout: engine.DefaultLayout(), Worker: 3, MaxBorrow: time.Second}, time.Now, &memHighWater{})
+	gen, err := engine.New(engine.Config{Layout: engine.DefaultLayout(), Worker: 3, MaxBorrow: time.Second, LeaseEndMS: math.MaxInt64}, time.Now, &memHighWater{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"os/signal"
@@ -145,6 +146,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		Window:       cfg.Window,
 		MaxBorrow:    cfg.MaxBorrow,
 		StartAboveMS: startAbove,
+		LeaseEndMS:   math.MaxInt64, // no worker leases yet: the node package will renew them
 	}, time.Now, store)
 	if err != nil {
 		closeCluster()

@@ -85,7 +85,9 @@ type Config struct {
 	Window    time.Duration // how far ahead the high-water is reserved; default 3s
 	MaxBorrow time.Duration // how far logical time may run ahead of the wall clock; default 1s
 	// StartAboveMS: start the logical clock above this (ms since the epoch):
-	// the replicated high-water of the worker ID's forgotten previous holder.
+	// the end of the previous holder's last lease on the worker ID. It may
+	// lie ahead of the wall clock (by up to a lease); starting there is not
+	// counted as borrowing.
 	StartAboveMS int64
 	// LeaseEndMS: the end of the lease on the worker ID at start, in ms
 	// since the epoch: only IDs whose time is below it may be issued. 0
@@ -187,7 +189,9 @@ func New(cfg Config, now Clock, store HighWaterStore) (*Generator, error) {
 	// The stored mark runs up to a window ahead of the clock by design;
 	// starting above it is not a clock fault and is not counted as borrowing.
 	// A mark further ahead than that means the clock went back: that part is.
-	g.bootFloor = min(start, wall+g.windowMS)
+	// The previous holder's lease end is ahead by design too (by up to a
+	// lease, from another node's clock), so starting above it never counts.
+	g.bootFloor = max(min(max(wall, hw+1), wall+g.windowMS), cfg.StartAboveMS+1)
 	g.cur = start
 	g.floor = start<<g.seqBits - 1
 	g.maxIssued, g.lastNext = g.floor, g.floor
@@ -278,7 +282,10 @@ func (g *Generator) GeneIDs(dst []int64, gene uint32, n int) ([]int64, error) {
 // On an error midway, the slots already taken are dropped: a gap, never a
 // repeat.
 //
-// It never waits for a lease: a slot at or past the lease end is ErrNoLease.
+// When the next slot lies more than the borrow ahead of the clock, either
+// the clock went back (CLOCKBACK, at once) or demand outran the layout: then
+// it waits for the clock, as long as that takes, with the lock released. It
+// never waits for a lease: a slot at or past the lease end is ErrNoLease.
 func (g *Generator) issue(dst []int64, n int, gene int64) ([]int64, error) {
 	wall := g.wallMS()
 	lease := g.leaseEnd.Load()
@@ -289,7 +296,7 @@ func (g *Generator) issue(dst []int64, n int, gene int64) ([]int64, error) {
 	}
 	g.tick(wall)
 	start := len(dst)
-	waited := int64(0)
+	fresh := false // wall was read under the lock
 	for i := 0; i < n; {
 		lo, gn := g.floor, gene
 		if gn < 0 {
@@ -305,18 +312,25 @@ func (g *Generator) issue(dst []int64, n int, gene int64) ([]int64, error) {
 		if t >= lease {
 			return dst[:start], g.leaseError(lease, t)
 		}
-		ref := max(wall, g.bootFloor)
-		if over := t - ref - g.borrowMS; over > 0 {
-			// Beyond the borrow. If the clock went back, that is CLOCKBACK.
-			// If it did not, demand outran 2^seq-bits IDs per ms: wait for
-			// the clock, up to a bound, rather than fail a healthy node.
-			if g.cur > ref || waited > g.borrowMS+1000 {
+		if t-max(wall, g.bootFloor) > g.borrowMS {
+			if !fresh {
+				// wall was read before the lock: another caller may have
+				// seen a later millisecond since. Read it again before
+				// telling a clock that went back from a stale reading.
+				wall, fresh = g.wallMS(), true
+				g.tick(wall)
+				continue
+			}
+			ref := max(wall, g.bootFloor)
+			if g.cur > ref {
+				// The logical clock is ahead of both the clock and the
+				// boot floor: the wall clock went back.
 				return dst[:start], &ClockBackError{BehindMS: t - wall}
 			}
+			// Demand outran 2^seq-bits IDs per ms: wait for the clock.
 			g.mu.Unlock()
-			g.sleep(time.Duration(over) * time.Millisecond)
-			waited += over
-			wall = g.wallMS()
+			g.sleep(time.Duration(t-ref-g.borrowMS) * time.Millisecond)
+			wall, fresh = g.wallMS(), false
 			lease = g.leaseEnd.Load()
 			g.mu.Lock()
 			if g.closed {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -802,5 +803,159 @@ func TestSetLeaseConcurrentOnlyRaises(t *testing.T) {
 	wg.Wait()
 	if got := g.Status().LeaseEndMS; got != top.Load() {
 		t.Fatalf("lease end %d, want the largest set %d", got, top.Load())
+	}
+}
+
+// TestSaturationWaitsInsteadOfClockBack: more demand than 2^seq-bits IDs per
+// ms from concurrent callers waits for the clock, however long; only a clock
+// that really went back is CLOCKBACK.
+func TestSaturationWaitsInsteadOfClockBack(t *testing.T) {
+	cases := []struct {
+		name      string
+		callers   int
+		calls     int
+		gene      int64 // -1: NEXTID
+		maxBorrow time.Duration
+	}{
+		{"4 x GENEID 42 10000", 4, 1, 42, time.Second}, // 625 ms of one gene's slots each
+		{"4 x GENEID 42 10000, borrow 0", 4, 1, 42, 0},
+		{"8 x 60 x NEXTID 10000", 8, 60, -1, time.Second}, // 4.8M IDs: 1172 ms of slots
+		{"8 x 10 x NEXTID 10000, borrow 5ms", 8, 10, -1, 5 * time.Millisecond},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := newFakeClock()
+			var sleeps atomic.Int64
+			g := newGen(t, clock, &memStore{}, func(c *Config) {
+				c.MaxBorrow = tc.maxBorrow
+				c.Sleep = clock.sleeper(&sleeps)
+			})
+			start := clock.Now()
+			results := make([][]int64, tc.callers)
+			var wg sync.WaitGroup
+			for w := range tc.callers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range tc.calls {
+						var ids []int64
+						var err error
+						if tc.gene < 0 {
+							ids, err = g.NextIDs(make([]int64, 0, 10000), 10000)
+						} else {
+							ids, err = g.GeneIDs(make([]int64, 0, 10000), uint32(tc.gene), 10000)
+						}
+						if err != nil {
+							t.Errorf("caller %d: %v", w, err)
+							return
+						}
+						for i := 1; i < len(ids); i++ {
+							if ids[i] <= ids[i-1] {
+								t.Errorf("caller %d: %d after %d in one call", w, ids[i], ids[i-1])
+								return
+							}
+						}
+						results[w] = append(results[w], ids...)
+					}
+				}()
+			}
+			wg.Wait()
+			if t.Failed() {
+				return
+			}
+			all := slices.Concat(results...)
+			slices.Sort(all)
+			for i := 1; i < len(all); i++ {
+				if all[i] == all[i-1] {
+					t.Fatalf("duplicate id %d", all[i])
+				}
+			}
+			if sleeps.Load() == 0 {
+				t.Fatal("never waited for the clock: the test did not saturate")
+			}
+			t.Logf("%d IDs, %d waits, %v of clock", len(all), sleeps.Load(), clock.Now().Sub(start))
+			// A real step back beyond the borrow is still CLOCKBACK, at once.
+			clock.Step(-tc.maxBorrow - 5*time.Second)
+			before := sleeps.Load()
+			if _, err := g.NextID(); !errors.Is(err, ErrClockBack) || sleeps.Load() != before {
+				t.Fatalf("clock back %v: %v (waited %d times)", tc.maxBorrow+5*time.Second, err, sleeps.Load()-before)
+			}
+		})
+	}
+}
+
+// TestSaturationOnTheRealClock: the issue's case on time.Now and time.Sleep.
+func TestSaturationOnTheRealClock(t *testing.T) {
+	g, err := New(Config{Layout: DefaultLayout(), MaxBorrow: time.Second, LeaseEndMS: math.MaxInt64}, time.Now, &memStore{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := g.GeneIDs(nil, 42, 10000); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// TestStartAboveAheadOfTheClock: a reused worker ID starts above the previous
+// holder's lease end, up to a lease ahead of the clock, and issues at once.
+func TestStartAboveAheadOfTheClock(t *testing.T) {
+	clock := newFakeClock()
+	var sleeps atomic.Int64
+	wall := clock.sinceEpochMS()
+	above := wall + 10_000
+	g := newGen(t, clock, &memStore{}, func(c *Config) {
+		c.StartAboveMS = above
+		c.LeaseEndMS = above + 10_000
+		c.Sleep = clock.sleeper(&sleeps)
+	})
+	var last int64
+	for i := range 2000 {
+		ids, err := g.NextIDs(nil, 100)
+		if err != nil {
+			t.Fatalf("request %d, %d ms after a start %d ms ahead: %v", i, clock.sinceEpochMS()-wall, above-wall, err)
+		}
+		if ms := idMS(t, g, ids[0]); ms <= above || ids[0] <= last {
+			t.Fatalf("id %d (ms %d) not above the previous holder's lease end %d or the last id", ids[0], ms, above)
+		}
+		last = ids[len(ids)-1]
+		clock.Step(5 * time.Millisecond)
+	}
+	if sleeps.Load() != 0 {
+		t.Fatalf("waited %d times at a modest rate", sleeps.Load())
+	}
+}
+
+// TestStaleClockReadingIsNotClockBack: a caller reads the clock before it
+// takes the lock; by then another caller may have moved the logical clock
+// past that reading. That is not the clock going back.
+func TestStaleClockReadingIsNotClockBack(t *testing.T) {
+	clock := newFakeClock()
+	var stale atomic.Pointer[time.Time]
+	now := func() time.Time {
+		if s := stale.Swap(nil); s != nil {
+			return *s
+		}
+		return clock.Now()
+	}
+	var sleeps atomic.Int64
+	g, err := New(Config{Layout: DefaultLayout(), MaxBorrow: 0, LeaseEndMS: math.MaxInt64, Sleep: clock.sleeper(&sleeps)}, now, &memStore{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := clock.Now()
+	clock.Step(5 * time.Millisecond)
+	if _, err := g.NextID(); err != nil { // the logical clock moves to the wall
+		t.Fatal(err)
+	}
+	stale.Store(&before) // the next caller read the clock 5 ms ago
+	if _, err := g.NextIDs(nil, 1); err != nil {
+		t.Fatalf("a reading 5 ms stale: %v", err)
 	}
 }

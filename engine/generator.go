@@ -156,6 +156,9 @@ func New(cfg Config, now Clock, store HighWaterStore) (*Generator, error) {
 	if cfg.MaxBorrow < 0 {
 		return nil, errors.New("max-borrow must not be negative")
 	}
+	if err := l.CheckAt(now()); err != nil {
+		return nil, err
+	}
 	g := &Generator{
 		layout:    l,
 		now:       now,

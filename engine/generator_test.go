@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -929,6 +930,46 @@ func TestStartAboveAheadOfTheClock(t *testing.T) {
 	}
 	if sleeps.Load() != 0 {
 		t.Fatalf("waited %d times at a modest rate", sleeps.Load())
+	}
+}
+
+func TestLayoutCheckAt(t *testing.T) {
+	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	l := DefaultLayout()
+	short := DefaultLayout()
+	short.TimeBits, short.WorkerBits = 36, 15 // 2^36 ms is 795 days
+	short.Epoch = now.Add(-(1<<36)*time.Millisecond + 100*24*time.Hour)
+	edge := short
+	edge.Epoch = now.Add(-(1<<36)*time.Millisecond + MinTimeLeft)
+	cases := []struct {
+		name   string
+		layout Layout
+		want   string // "" for no error
+	}{
+		{"default", l, ""},
+		{"epoch now", Layout{Epoch: now, TimeBits: 41, WorkerBits: 10, SeqBits: 12, GeneBits: 8}, ""},
+		{"epoch in the future", Layout{Epoch: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), TimeBits: 41, WorkerBits: 10, SeqBits: 12, GeneBits: 8},
+			"--epoch 2030-01-01T00:00:00Z is in the future (now 2026-11-30T10:00:00Z)"},
+		{"epoch a millisecond ahead", Layout{Epoch: now.Add(time.Millisecond), TimeBits: 41, WorkerBits: 10, SeqBits: 12, GeneBits: 8}, "in the future"},
+		{"100 days of time bits left", short, "time bits run out at 2027-03-10T10:00:00Z: fewer than a year left"},
+		{"exactly a year left", edge, ""},
+		{"62 time bits", Layout{Epoch: DefaultEpoch, TimeBits: 62, WorkerBits: 0, SeqBits: 1}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.layout.CheckAt(now)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("%s: %v", tc.layout, err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("%s: got %v, want %q", tc.layout, err, tc.want)
+			}
+		})
+	}
+	// New checks against its own clock.
+	clock := &fakeClock{t: time.Date(2024, 6, 1, 0, 0, 0, 0, time.UTC)}
+	if _, err := New(Config{Layout: DefaultLayout(), LeaseEndMS: math.MaxInt64}, clock.Now, &memStore{}); err == nil || !strings.Contains(err.Error(), "in the future") {
+		t.Fatalf("New before the epoch: %v", err)
 	}
 }
 

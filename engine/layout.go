@@ -46,6 +46,30 @@ func (l Layout) Validate() error {
 	return nil
 }
 
+// MinTimeLeft is how much ID time a layout must have left when a node
+// starts: CheckAt refuses less.
+const MinTimeLeft = 365 * 24 * time.Hour
+
+// CheckAt reports whether the layout can issue IDs from now on: its epoch
+// must not lie after now (every ID would be ahead of the clock, and the
+// node would answer CLOCKBACK), and its time bits must last at least
+// MinTimeLeft past now.
+func (l Layout) CheckAt(now time.Time) error {
+	epoch := l.Epoch.UTC().Format(time.RFC3339Nano)
+	if l.Epoch.After(now) {
+		return fmt.Errorf("--epoch %s is in the future (now %s)", epoch, now.UTC().Format(time.RFC3339))
+	}
+	if l.TimeBits < 0 || l.TimeBits >= 62 {
+		return nil // 2^62 ms is a hundred million years; beyond it, Validate refuses
+	}
+	endMS := l.Epoch.UnixMilli() + 1<<l.TimeBits
+	if endMS-now.UnixMilli() < MinTimeLeft.Milliseconds() {
+		return fmt.Errorf("--epoch %s with --time-bits %d: time bits run out at %s: fewer than a year left",
+			epoch, l.TimeBits, time.UnixMilli(endMS).UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
 // String names the layout; it is what the data directory stores and what a
 // refusal to start with a different layout prints.
 func (l Layout) String() string {

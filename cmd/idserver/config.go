@@ -95,11 +95,14 @@ func (c *Config) Validate() error {
 	if err != nil {
 		return fmt.Errorf("--epoch: %v", err)
 	}
-	if epoch.UnixNano()%int64(time.Millisecond) != 0 {
+	if epoch.Nanosecond()%int(time.Millisecond) != 0 { // not UnixNano: it overflows after 2262
 		return errors.New("--epoch must be a whole millisecond")
 	}
 	c.Layout.Epoch = epoch.UTC()
 	if err := c.Layout.Validate(); err != nil {
+		return err
+	}
+	if err := c.Layout.CheckAt(time.Now()); err != nil {
 		return err
 	}
 	switch {

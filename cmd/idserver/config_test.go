@@ -1,0 +1,65 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestValidate(t *testing.T) {
+	now := time.Now().UTC()
+	// An epoch that leaves 100 days of 36 time bits (2^36 ms is 795 days).
+	short := now.Add(-(1<<36)*time.Millisecond + 100*24*time.Hour).Truncate(time.Second).Format(time.RFC3339)
+	roomy := now.Add(-(1<<36)*time.Millisecond + 400*24*time.Hour).Truncate(time.Second).Format(time.RFC3339)
+	cases := []struct {
+		name string
+		args []string
+		want string // "" when valid
+	}{
+		{"defaults", nil, ""},
+		{"past epoch", []string{"--epoch", "2020-01-01T00:00:00Z"}, ""},
+		{"epoch in the future", []string{"--epoch", "2030-01-01T00:00:00Z"}, "--epoch 2030-01-01T00:00:00Z is in the future (now "},
+		{"epoch far in the future", []string{"--epoch", "2999-12-31T23:59:59.999Z"}, "is in the future"},
+		{"epoch a minute ahead", []string{"--epoch", now.Add(time.Minute).Truncate(time.Second).Format(time.RFC3339)}, "is in the future"},
+		{"fewer than a year of time bits", []string{"--epoch", short, "--time-bits", "36", "--worker-bits", "15"}, "fewer than a year left"},
+		{"more than a year of time bits", []string{"--epoch", roomy, "--time-bits", "36", "--worker-bits", "15"}, ""},
+		{"not a time", []string{"--epoch", "yesterday"}, "--epoch"},
+		{"not a whole millisecond", []string{"--epoch", "2020-01-01T00:00:00.0005Z"}, "whole millisecond"},
+		{"not a whole millisecond, far ahead", []string{"--epoch", "2999-01-01T00:00:00.0005Z"}, "whole millisecond"},
+		{"widths do not add up", []string{"--time-bits", "40"}, "must be 63"},
+		{"segment step", []string{"--segment-step", "0"}, "--segment-step"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parseConfig(tc.args, func(string) string { return "" }, io.Discard)
+			if err != nil {
+				t.Fatalf("parse %v: %v", tc.args, err)
+			}
+			err = c.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("%v: %v", tc.args, err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("%v: got %v, want an error containing %q", tc.args, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestValidateRefusesAFutureEpochBeforeTheDataDirectory: run exits 2 with
+// the message and leaves --dir untouched.
+func TestValidateRefusesAFutureEpochBeforeTheDataDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"--epoch", "2030-01-01T00:00:00Z", "--dir", dir, "--port", "0"}, func(string) string { return "" }, &stdout, &stderr)
+	if code != 2 || !strings.Contains(stderr.String(), "--epoch 2030-01-01T00:00:00Z is in the future") {
+		t.Fatalf("exit %d, stderr %q", code, stderr.String())
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("--dir %s was touched: %v", dir, err)
+	}
+}

@@ -53,7 +53,9 @@ type segmentBuffer struct {
 	step      int64
 	refilling chan struct{} // closed when the refill in flight ends
 	refillErr error
-	high      int64     // largest value handed out, buffered or dropped
+	high      int64     // largest value this buffer was given: handed out, buffered or dropped
+	issued    int64     // largest value handed to a caller
+	floor     int64     // largest DropBelow: no value <= it is handed out after
 	curSince  time.Time // when cur was put in use
 	curSize   int64
 	refills   int64
@@ -131,6 +133,7 @@ func (s *Segments) Next(ctx context.Context, tag string, n int64) (first, last i
 	}
 	first = b.cur.next
 	b.cur.next += n
+	b.issued = first + n - 1
 	if b.refilling == nil && b.spare.left() <= 0 && b.curSize > 0 &&
 		b.curSize-b.cur.left() >= b.curSize/10 {
 		s.startRefill(tag, b)
@@ -138,18 +141,35 @@ func (s *Segments) Next(ctx context.Context, tag string, n int64) (first, last i
 	return first, first + n - 1, nil
 }
 
-// direct allocates n values straight from the source. What is buffered
-// lies below them and is dropped, so the order per node holds. Caller
-// holds b.mu.
+// direct allocates n values straight from the source. Caller holds b.mu;
+// direct releases it around the call (the source may be a network call that
+// needs the state machine, which may be waiting in DropBelow for b.mu) and
+// holds it again on return.
+//
+// Meanwhile others may have handed out values, refilled, or raised the floor.
+// A result above all that is handed out, and whatever is buffered below its
+// end is dropped, so values keep increasing in the order they leave. A result
+// below it was allocated before those: it is dropped (a gap) and the source
+// asked again, which answers above them.
 func (s *Segments) direct(ctx context.Context, tag string, b *segmentBuffer, n int64) (int64, int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.wait)
 	defer cancel()
-	first, last, err := s.src.Allocate(ctx, tag, n)
-	if err == nil {
-		b.cur, b.spare = span{1, 0}, span{1, 0}
-		b.high = max(b.high, last)
+	for {
+		b.mu.Unlock()
+		first, last, err := s.src.Allocate(ctx, tag, n)
+		b.mu.Lock()
+		if err != nil {
+			return 0, 0, err
+		}
+		if first > max(b.issued, b.floor) {
+			for _, sp := range []*span{&b.cur, &b.spare} {
+				sp.next = max(sp.next, last+1)
+			}
+			b.high = max(b.high, last)
+			b.issued = last
+			return first, last, nil
+		}
 	}
-	return first, last, err
 }
 
 // rotate makes the spare current, adapting the step to how fast the last
@@ -194,7 +214,10 @@ func (s *Segments) startRefill(tag string, b *segmentBuffer) {
 	}()
 }
 
-// DropBelow discards buffered values <= v of tag (after a SET raised it).
+// DropBelow discards buffered values <= v of tag (after a SET raised it):
+// once it returns, no value <= v is handed out, including from a refill or
+// direct allocation in flight. It waits for nothing but the tag's buffer
+// lock, which is never held across a call to the source.
 func (s *Segments) DropBelow(tag string, v int64) {
 	b := s.buffer(tag)
 	b.mu.Lock()
@@ -205,6 +228,21 @@ func (s *Segments) DropBelow(tag string, v int64) {
 		}
 	}
 	b.high = max(b.high, v)
+	b.floor = max(b.floor, v)
+}
+
+// Issued returns the largest value of tag this node has handed to a caller,
+// 0 if none. Values buffered but not handed out do not count.
+func (s *Segments) Issued(tag string) int64 {
+	s.mu.RLock()
+	b := s.tags[tag]
+	s.mu.RUnlock()
+	if b == nil {
+		return 0
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.issued
 }
 
 // SegmentStatus is one tag's buffer, for INFO.

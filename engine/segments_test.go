@@ -3,7 +3,11 @@ package engine
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
+	"runtime"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -140,4 +144,290 @@ func TestSegmentsConcurrentNeverRepeat(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// fsmSource models the cluster as the segment buffers meet it: one lock, the
+// state machine's, that an allocation and a SET both take. Allocate may
+// first wait at a gate the test opens one caller at a time (a forwarded
+// call that needs the state machine), or take a while (a slow network).
+type fsmSource struct {
+	mu    sync.Mutex // the state machine's lock
+	high  map[string]int64
+	gate  chan struct{} // when set, Allocate waits for a token or for open
+	open  chan struct{} // closed: the gate lets everyone through
+	delay time.Duration
+}
+
+func newFSMSource(gated bool, delay time.Duration) *fsmSource {
+	f := &fsmSource{high: map[string]int64{}, open: make(chan struct{}), delay: delay}
+	if gated {
+		f.gate = make(chan struct{})
+	}
+	return f
+}
+
+func (f *fsmSource) Allocate(ctx context.Context, tag string, n int64) (int64, int64, error) {
+	if f.gate != nil {
+		select {
+		case <-f.gate:
+		case <-f.open:
+		}
+	}
+	if f.delay > 0 {
+		time.Sleep(f.delay)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	first := f.high[tag] + 1
+	f.high[tag] += n
+	return first, f.high[tag], nil
+}
+
+// set is SET tag (high-water + up to 3 segments) applied by the state
+// machine: it raises the tag and drops the buffered values below it while
+// holding the state machine's lock, then lets one gated allocation through.
+func (f *fsmSource) set(s *Segments, tag string, r *rand.Rand) int64 {
+	f.mu.Lock()
+	v := f.high[tag] + 1 + r.Int64N(30)
+	f.high[tag] = v
+	s.DropBelow(tag, v)
+	f.mu.Unlock()
+	if f.gate != nil {
+		select {
+		case f.gate <- struct{}{}:
+		default:
+		}
+	}
+	return v
+}
+
+// TestSegmentsDirectDoesNotHoldTheBufferAcrossTheSource is the deadlock of
+// issue 7 item 6: Next(tag, n > step) held the tag's buffer lock across an
+// allocation that needs the state machine, while the state machine, applying
+// a SET, waited in DropBelow for that buffer lock.
+func TestSegmentsDirectDoesNotHoldTheBufferAcrossTheSource(t *testing.T) {
+	const step = 10
+	for _, tc := range []struct {
+		name  string
+		gated bool
+		delay time.Duration
+	}{
+		{"allocation blocks until released", true, 0},
+		{"allocation takes 1ms", false, time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := newFSMSource(tc.gated, tc.delay)
+			// A clock that moves 10s between reads keeps the step at 10
+			// (segments lasting 2s..30s), so step*5 always goes direct.
+			var ticks atomic.Int64
+			base := time.Now()
+			s := NewSegments(src, step, func() time.Time { return base.Add(time.Duration(ticks.Add(1)) * 10 * time.Second) })
+			const tag = "x"
+			var floor atomic.Int64 // the v of the latest DropBelow that returned
+			type grant struct{ first, last int64 }
+			const workers = 4
+			grants := make([][]grant, workers)
+			deadline := time.Now().Add(2 * time.Second)
+			var wg sync.WaitGroup
+			for w := range workers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					var last int64
+					for i := 0; time.Now().Before(deadline); i++ {
+						n := int64(1 + i%3)
+						if (w+i)%2 == 0 {
+							n = step * 5
+						}
+						f := floor.Load()
+						first, l, err := s.Next(context.Background(), tag, n)
+						if err != nil {
+							t.Errorf("worker %d: Next(%d): %v", w, n, err)
+							return
+						}
+						switch {
+						case l-first+1 != n:
+							t.Errorf("worker %d: Next(%d) = %d..%d", w, n, first, l)
+						case first <= f:
+							t.Errorf("worker %d: %d..%d handed out after DropBelow(%d) returned", w, first, l, f)
+						case first <= last:
+							t.Errorf("worker %d: %d..%d after %d", w, first, l, last)
+						}
+						if t.Failed() {
+							return
+						}
+						last = l
+						grants[w] = append(grants[w], grant{first, l})
+					}
+				}()
+			}
+			workersDone := make(chan struct{})
+			go func() { wg.Wait(); close(workersDone) }()
+			setterDone := make(chan int)
+			go func() {
+				r := rand.New(rand.NewPCG(7, 8))
+				sets := 0
+				for {
+					select {
+					case <-workersDone:
+						setterDone <- sets
+						return
+					default:
+					}
+					floor.Store(src.set(s, tag, r))
+					sets++
+					if sets%16 == 0 {
+						time.Sleep(time.Millisecond)
+					}
+				}
+			}()
+			var sets int
+			select {
+			case sets = <-setterDone:
+			case <-time.After(20 * time.Second):
+				close(src.open)
+				buf := make([]byte, 1<<20)
+				t.Fatalf("deadlock: no progress 18s after the deadline\n%s", buf[:runtime.Stack(buf, true)])
+			}
+			close(src.open)
+			if t.Failed() {
+				return
+			}
+			var all []grant
+			for _, g := range grants {
+				all = append(all, g...)
+			}
+			slices.SortFunc(all, func(a, b grant) int { return int(a.first - b.first) })
+			var directs int
+			for i, g := range all {
+				if i > 0 && g.first <= all[i-1].last {
+					t.Fatalf("values repeated: %d..%d and %d..%d", all[i-1].first, all[i-1].last, g.first, g.last)
+				}
+				if g.last-g.first+1 == step*5 {
+					directs++
+				}
+			}
+			if got, want := s.Issued(tag), all[len(all)-1].last; got != want {
+				t.Fatalf("Issued = %d, want the largest value handed out, %d", got, want)
+			}
+			if directs < 10 || sets < 10 {
+				t.Fatalf("only %d direct allocations and %d SETs: the race was not exercised", directs, sets)
+			}
+			t.Logf("%d grants (%d direct), %d SETs", len(all), directs, sets)
+		})
+	}
+}
+
+// heldSource is a counter whose next Allocate, once armed, takes its range
+// and then holds the answer until released: an allocation that was
+// committed before what happens meanwhile, answered after it.
+type heldSource struct {
+	counterSource
+	arm     atomic.Bool
+	held    chan [2]int64
+	release chan struct{}
+}
+
+func (h *heldSource) Allocate(ctx context.Context, tag string, n int64) (int64, int64, error) {
+	first, last, err := h.counterSource.Allocate(ctx, tag, n)
+	if h.arm.CompareAndSwap(true, false) {
+		h.held <- [2]int64{first, last}
+		<-h.release
+	}
+	return first, last, err
+}
+
+// within runs f and fails the test if it has not returned after d.
+func within(t *testing.T, d time.Duration, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { f(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatalf("%s: still waiting after %v", what, d)
+	}
+}
+
+func TestSegmentsDirectResultBelowFloorOrIssuedIsDropped(t *testing.T) {
+	ctx := context.Background()
+	src := &heldSource{held: make(chan [2]int64), release: make(chan struct{})}
+	s := NewSegments(src, 10, time.Now)
+	const tag = "t"
+	type result struct{ first, last int64 }
+	direct := func() (chan result, [2]int64) {
+		src.arm.Store(true)
+		out := make(chan result, 1)
+		go func() {
+			first, last, err := s.Next(ctx, tag, 50)
+			if err != nil {
+				t.Error(err)
+			}
+			out <- result{first, last}
+		}()
+		return out, <-src.held
+	}
+
+	// A SET lands while a direct allocation from before it is in flight.
+	out, d := direct()
+	src.mu.Lock()
+	v := src.high[tag] + 5 // SET tag v, above the held range
+	src.high[tag] = v
+	src.mu.Unlock()
+	within(t, 2*time.Second, "DropBelow during a direct allocation", func() { s.DropBelow(tag, v) })
+	src.release <- struct{}{}
+	r := <-out
+	if r.first <= v {
+		t.Fatalf("direct allocation %d..%d from before SET %d handed out after DropBelow(%d) returned", r.first, r.last, v, v)
+	}
+	if d[0] > v || r.last-r.first != 49 {
+		t.Fatalf("held %v, got %v", d, r)
+	}
+
+	// Values are handed out from the buffer while a direct allocation from
+	// before them is in flight.
+	out, d = direct()
+	var one int64
+	within(t, 2*time.Second, "Next(1) during a direct allocation", func() {
+		var err error
+		if one, _, err = s.Next(ctx, tag, 1); err != nil {
+			t.Error(err)
+		}
+	})
+	src.release <- struct{}{}
+	r = <-out
+	if one <= d[1] || r.first <= one {
+		t.Fatalf("held %v, then %d from the buffer, then the direct call returned %v", d, one, r)
+	}
+	if got := s.Issued(tag); got != r.last {
+		t.Fatalf("Issued = %d, want %d", got, r.last)
+	}
+	next, _, err := s.Next(ctx, tag, 1)
+	if err != nil || next <= r.last {
+		t.Fatalf("after the direct call ended at %d: %d, %v", r.last, next, err)
+	}
+}
+
+func TestSegmentsIssued(t *testing.T) {
+	s := NewSegments(&counterSource{}, 100, time.Now)
+	ctx := context.Background()
+	if got := s.Issued("t"); got != 0 {
+		t.Fatalf("Issued of an unknown tag = %d", got)
+	}
+	steps := []struct {
+		n    int64
+		want int64
+	}{{1, 1}, {5, 6}, {500, 600}, {1, 601}} // 500 > step: direct, above the buffered 7..100
+	for _, st := range steps {
+		if _, last, err := s.Next(ctx, "t", st.n); err != nil || last != st.want {
+			t.Fatalf("Next(%d) ended at %d (%v), want %d", st.n, last, err, st.want)
+		}
+		if got := s.Issued("t"); got != st.want {
+			t.Fatalf("after Next(%d): Issued = %d, want %d", st.n, got, st.want)
+		}
+	}
+	s.DropBelow("t", 10_000)
+	if got := s.Issued("t"); got != 601 {
+		t.Fatalf("DropBelow changed Issued to %d", got)
+	}
 }

@@ -2,15 +2,15 @@ package cluster
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,32 +19,44 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"github.com/redis/go-redis/v9"
 
 	"idserver/engine"
 	"idserver/persist"
 )
 
-// The cluster's errors are the engine's: engine.ErrNoLeader (TRYAGAIN),
-// engine.ErrWouldGoBack and engine.ErrOverflow come back from Allocate and
-// Set; an error reply from another node comes back as a RemoteError.
-
 // Config sets up a node.
 type Config struct {
-	NodeID    string
-	Dir       string // data directory; Raft keeps <Dir>/raft
-	RaftBind  string // host:port for the Raft transport
-	RESPAddr  string // this node's RESP address, as other nodes reach it
-	Password  string // for forwarding to other nodes' RESP ports
-	MaxWorker int64
-	Store     *persist.Store
-	Logger    *slog.Logger
-	OnFloor   func(tag string, v int64) // a SET raised a tag
-	// Stream carries Raft traffic; nil means TCP on RaftBind, or TLS when
-	// TLSServer is set. Tests pass one they can partition.
-	Stream raft.StreamLayer
-	// TLSServer and TLSClient, when set, carry Raft over TLS and make
-	// forwarding to other nodes' RESP ports use TLS.
+	NodeID   string
+	Dir      string // data directory; Raft keeps <Dir>/raft
+	RaftBind string // host:port the Raft port listens on
+	// RaftAdvertise is the Raft address other members reach this node at
+	// (RaftBind when empty).
+	RaftAdvertise string
+	RESPAddr      string // this node's advertised RESP address, for CLUSTER LEADER
+	Secret        string // carried by node-to-node requests; the --requirepass of every node
+	Layout        engine.Layout
+	Store         *persist.Store
+	Logger        *slog.Logger
+	OnFloor       func(tag string, v int64) // a SET raised a tag; never called under a lock
+	// Join says the node joins an existing cluster instead of bootstrapping
+	// its own when its directory is empty.
+	Join bool
+	// Recover restarts the cluster from this node alone, after a majority
+	// of its members is lost for good (hashicorp/raft's RecoverCluster):
+	// the others are forgotten, every tag skips RecoverSkip values and
+	// their worker leases run 10 * WorkerLease longer, beyond what they
+	// could have issued in entries this node never saw.
+	Recover     bool
+	RecoverSkip int64
+	// Now is the wall clock (time.Now when nil): lease ends are ID times.
+	Now func() time.Time
+	// WorkerLease is how far ahead of the clock a worker lease runs
+	// (--worker-lease, 10s when zero).
+	WorkerLease time.Duration
+	// Network serves and reaches the Raft port; nil means TCP on RaftBind,
+	// or TLS when TLSServer is set. Tests pass one they can partition.
+	Network Network
+	// TLSServer and TLSClient, when set, carry the Raft port over TLS.
 	TLSServer, TLSClient *tls.Config
 
 	// Raft timing; zero means the defaults below.
@@ -56,38 +68,75 @@ type Config struct {
 
 // Cluster is this node's view of the Raft cluster.
 type Cluster struct {
-	cfg   Config
-	log   *slog.Logger
-	raft  *raft.Raft
-	fsm   *fsm
-	trans *raft.NetworkTransport
-	logs  *raftboltdb.BoltStore
+	cfg     Config
+	log     *slog.Logger
+	timing  Timing
+	raft    *raft.Raft
+	fsm     *fsm
+	mux     *mux
+	trans   *raft.NetworkTransport
+	logs    *raftboltdb.BoltStore
+	cluster atomic.Pointer[string] // this node's cluster ID, "" before bootstrap or admission
 
 	allocs  chan *allocReq
 	stop    chan struct{}
 	stopped sync.WaitGroup
 	applies atomic.Int64 // log entries this node proposed as leader
 
-	peersMu sync.Mutex
-	peers   map[string]*redis.Client // RESP address -> client, for forwarding
+	poolMu sync.Mutex
+	pool   map[string][]net.Conn // idle node-to-node streams by Raft address
+
+	refusedLogged atomic.Int64
+	seq           atomic.Uint64 // node-to-node request numbers
 }
 
 // allocReq is one Allocate waiting for the group commit.
 type allocReq struct {
-	item allocItem
-	done chan allocResult
+	items []allocItem
+	done  chan allocDone
+}
+
+type allocDone struct {
+	results []allocResult
+	err     error
 }
 
 // Open starts Raft on cfg.RaftBind. A node with no Raft state and no join
-// address bootstraps a one-node cluster.
-func Open(cfg Config, join bool) (*Cluster, error) {
+// bootstraps a one-node cluster with a new identity.
+func Open(cfg Config) (*Cluster, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	f, err := newFSM(cfg.Store, cfg.MaxWorker, cfg.OnFloor)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.WorkerLease <= 0 {
+		cfg.WorkerLease = 10 * time.Second
+	}
+	rc := raft.DefaultConfig()
+	if cfg.HeartbeatTimeout > 0 {
+		rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+		rc.LeaderLeaseTimeout = cfg.HeartbeatTimeout / 2
+	}
+	if cfg.ElectionTimeout > 0 {
+		rc.ElectionTimeout = cfg.ElectionTimeout
+	}
+	c := &Cluster{cfg: cfg, log: cfg.Logger, timing: timingFor(rc.HeartbeatTimeout, rc.ElectionTimeout),
+		allocs: make(chan *allocReq, 4096), stop: make(chan struct{}), pool: map[string][]net.Conn{}}
+	id, err := cfg.Store.ClusterID()
 	if err != nil {
 		return nil, err
 	}
+	c.cluster.Store(&id)
+	existing := Existing(cfg.Dir)
+	if existing && id == "" {
+		return nil, fmt.Errorf("%s holds Raft state but no cluster identity (made by an older idserver): start on a new --dir", cfg.Dir)
+	}
+	f, err := newFSM(cfg.Store, cfg.Layout.MaxWorker(), cfg.OnFloor)
+	if err != nil {
+		return nil, err
+	}
+	c.fsm = f
 	rdir := filepath.Join(cfg.Dir, "raft")
 	if err := os.MkdirAll(rdir, 0o755); err != nil {
 		return nil, err
@@ -102,39 +151,37 @@ func Open(cfg Config, join bool) (*Cluster, error) {
 		logs.Close()
 		return nil, err
 	}
-	addr, err := net.ResolveTCPAddr("tcp", cfg.RaftBind)
-	if err != nil {
-		logs.Close()
-		return nil, err
-	}
-	var trans *raft.NetworkTransport
-	if cfg.Stream == nil && cfg.TLSServer != nil {
-		ln, err := tls.Listen("tcp", cfg.RaftBind, cfg.TLSServer)
+	network := cfg.Network
+	if network == nil {
+		var ln net.Listener
+		if cfg.TLSServer != nil {
+			ln, err = tls.Listen("tcp", cfg.RaftBind, cfg.TLSServer)
+		} else {
+			ln, err = net.Listen("tcp", cfg.RaftBind)
+		}
 		if err != nil {
 			logs.Close()
-			return nil, fmt.Errorf("raft TLS listener on %s: %w", cfg.RaftBind, err)
+			return nil, fmt.Errorf("raft port %s: %w", cfg.RaftBind, err)
 		}
-		cfg.Stream = &tlsStream{Listener: ln, conf: cfg.TLSClient}
+		network = tcpNetwork{Listener: ln, conf: cfg.TLSClient}
 	}
-	if cfg.Stream != nil {
-		trans = raft.NewNetworkTransportWithLogger(cfg.Stream, 3, 10*time.Second, hlog)
-	} else {
-		trans, err = raft.NewTCPTransportWithLogger(cfg.RaftBind, addr, 3, 10*time.Second, hlog)
+	advertise := cfg.RaftAdvertise
+	if advertise == "" {
+		advertise = network.Addr().String()
 	}
-	if err != nil {
+	addr, err := net.ResolveTCPAddr("tcp", advertise)
+	if err != nil || addr.IP == nil || addr.IP.IsUnspecified() {
+		network.Close()
 		logs.Close()
-		return nil, fmt.Errorf("raft transport on %s: %w", cfg.RaftBind, err)
+		return nil, fmt.Errorf("raft address %q cannot be reached by other members: set --raft-advertise", advertise)
 	}
-	rc := raft.DefaultConfig()
+	c.mux = &mux{net: network, addr: addr, clusterID: c.ClusterID, serveRPC: c.serveRPC, refused: c.logRefused,
+		raftConns: make(chan net.Conn), closed: make(chan struct{}), conns: map[net.Conn]struct{}{}}
+	go c.mux.run()
+	c.trans = raft.NewNetworkTransportWithLogger(raftStream{c.mux}, 3, 10*time.Second, hlog)
+	c.logs = logs
 	rc.LocalID = raft.ServerID(cfg.NodeID)
 	rc.Logger = hlog
-	if cfg.HeartbeatTimeout > 0 {
-		rc.HeartbeatTimeout = cfg.HeartbeatTimeout
-		rc.LeaderLeaseTimeout = cfg.HeartbeatTimeout / 2
-	}
-	if cfg.ElectionTimeout > 0 {
-		rc.ElectionTimeout = cfg.ElectionTimeout
-	}
 	if cfg.SnapshotThreshold > 0 {
 		rc.SnapshotThreshold = cfg.SnapshotThreshold
 		rc.TrailingLogs = cfg.SnapshotThreshold / 2
@@ -142,34 +189,80 @@ func Open(cfg Config, join bool) (*Cluster, error) {
 	if cfg.SnapshotInterval > 0 {
 		rc.SnapshotInterval = cfg.SnapshotInterval
 	}
-	existing, err := raft.HasExistingState(logs, logs, snaps)
-	if err != nil {
-		trans.Close()
+	fail := func(err error) (*Cluster, error) {
+		if c.raft != nil {
+			c.raft.Shutdown()
+		}
+		c.trans.Close()
 		logs.Close()
 		return nil, err
 	}
-	r, err := raft.NewRaft(rc, f, logs, logs, snaps, trans)
-	if err != nil {
-		trans.Close()
-		logs.Close()
-		return nil, err
+	if !existing && !cfg.Join {
+		id = newClusterID()
+		if err := cfg.Store.SetClusterIDSync(id); err != nil {
+			return fail(err)
+		}
+		c.cluster.Store(&id)
 	}
-	if !existing && !join {
-		boot := raft.Configuration{Servers: []raft.Server{{ID: rc.LocalID, Address: trans.LocalAddr()}}}
-		if err := r.BootstrapCluster(boot).Error(); err != nil {
-			r.Shutdown()
-			trans.Close()
-			logs.Close()
-			return nil, fmt.Errorf("bootstrap: %w", err)
+	if cfg.Recover {
+		if !existing {
+			return fail(errors.New("--recover needs the data directory of a surviving member"))
+		}
+		alone := raft.Configuration{Servers: []raft.Server{{ID: rc.LocalID, Address: c.trans.LocalAddr()}}}
+		if err := raft.RecoverCluster(rc, f, logs, logs, snaps, c.trans, alone); err != nil {
+			return fail(fmt.Errorf("recover: %w", err))
 		}
 	}
-	c := &Cluster{cfg: cfg, log: cfg.Logger, raft: r, fsm: f, trans: trans, logs: logs,
-		allocs: make(chan *allocReq, 4096), stop: make(chan struct{}), peers: map[string]*redis.Client{}}
-	c.stopped.Add(1)
+	c.raft, err = raft.NewRaft(rc, f, logs, logs, snaps, c.trans)
+	if err != nil {
+		return fail(err)
+	}
+	if cfg.Recover {
+		if err := c.recoverAlone(); err != nil {
+			return fail(err)
+		}
+	}
+	if !existing && !cfg.Join {
+		boot := raft.Configuration{Servers: []raft.Server{{ID: rc.LocalID, Address: c.trans.LocalAddr()}}}
+		if err := c.raft.BootstrapCluster(boot).Error(); err != nil {
+			return fail(fmt.Errorf("bootstrap: %w", err))
+		}
+		c.log.Info("bootstrapped a new cluster", "cluster_id", id)
+	}
+	c.stopped.Add(2)
 	go c.runGroupCommit()
-	c.stopped.Add(1)
 	go c.watchRole()
 	return c, nil
+}
+
+// recoverAlone commits, as the only voter, that the other members are gone.
+func (c *Cluster) recoverAlone() error {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timing.Call)
+	defer cancel()
+	for !c.IsLeader() {
+		select {
+		case <-ctx.Done():
+			return errors.New("recover: this node did not become leader of its one-node configuration")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	skip := c.cfg.RecoverSkip
+	if skip <= 0 {
+		skip = 1_000_000_000_000
+	}
+	if _, err := c.apply(newEntry(entryRecover).string(c.cfg.NodeID).varint(c.nowMS()).varint(skip).
+		varint(10 * c.cfg.WorkerLease.Milliseconds())); err != nil {
+		return fmt.Errorf("recover: %w", err)
+	}
+	c.log.Warn("recovered the cluster alone: the other members are forgotten, every tag skipped ahead",
+		"skip_values", skip, "skip_lease_ms", 10*c.cfg.WorkerLease.Milliseconds())
+	return nil
+}
+
+func newClusterID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // Existing reports whether dir already holds Raft state (a restart).
@@ -178,7 +271,13 @@ func Existing(dir string) bool {
 	return err == nil
 }
 
-// RaftAddr is the transport's address.
+// ClusterID is this node's cluster identity, "" before it belongs to one.
+func (c *Cluster) ClusterID() string { return *c.cluster.Load() }
+
+// Timing is the cluster's timeout budget.
+func (c *Cluster) Timing() Timing { return c.timing }
+
+// RaftAddr is the advertised Raft address.
 func (c *Cluster) RaftAddr() string { return string(c.trans.LocalAddr()) }
 
 // Close leaves Raft running no more.
@@ -187,20 +286,31 @@ func (c *Cluster) Close() error {
 	err := c.raft.Shutdown().Error()
 	c.stopped.Wait()
 	c.trans.Close()
+	c.mux.Close()
 	c.logs.Close()
-	c.peersMu.Lock()
-	for _, p := range c.peers {
-		p.Close()
+	c.poolMu.Lock()
+	for _, idle := range c.pool {
+		for _, conn := range idle {
+			conn.Close()
+		}
 	}
-	c.peersMu.Unlock()
+	c.pool = nil
+	c.poolMu.Unlock()
 	return err
+}
+
+func (c *Cluster) logRefused(from, theirs string) {
+	if n := c.refusedLogged.Add(1); n == 1 || n%100 == 0 {
+		c.log.Warn("refused a Raft connection from another cluster (or before this node was admitted)",
+			"from", from, "their_cluster", theirs, "this_cluster", c.ClusterID(), "refused_so_far", n)
+	}
 }
 
 // IsLeader reports whether this node leads.
 func (c *Cluster) IsLeader() bool { return c.raft.State() == raft.Leader }
 
 // Leader returns the leader's RESP address, if there is a leader and it is
-// known.
+// known. It takes no state machine lock.
 func (c *Cluster) Leader() (string, bool) {
 	_, id := c.raft.LeaderWithID()
 	if id == "" {
@@ -224,13 +334,14 @@ func (c *Cluster) WaitForLeader(ctx context.Context) (string, error) {
 		}
 		select {
 		case <-ctx.Done():
-			return "", engine.ErrNoLeader
+			return "", ErrNoLeader
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }
 
-// watchRole logs role changes.
+// watchRole logs role changes, and as the leader of a cluster whose
+// identity is not yet in the state machine, commits it.
 func (c *Cluster) watchRole() {
 	defer c.stopped.Done()
 	obs := make(chan raft.Observation, 16)
@@ -240,23 +351,31 @@ func (c *Cluster) watchRole() {
 	})
 	c.raft.RegisterObserver(o)
 	defer c.raft.DeregisterObserver(o)
+	tick := time.NewTicker(c.timing.Election)
+	defer tick.Stop()
 	for {
 		select {
 		case <-c.stop:
 			return
 		case ob := <-obs:
 			c.log.Info("raft role", "role", ob.Data.(raft.RaftState).String(), "term", c.raft.Stats()["term"])
+		case <-tick.C:
+		}
+		if id, _ := c.fsm.identity(); id == "" && c.IsLeader() && c.ClusterID() != "" {
+			if _, err := c.apply(newEntry(entryInit).string(c.ClusterID()).string(c.cfg.Layout.String())); err != nil {
+				c.log.Warn("cannot store the cluster identity yet", "err", err)
+			}
 		}
 	}
 }
 
 // apply proposes one entry on this node, which must lead.
 func (c *Cluster) apply(entry []byte) (any, error) {
-	f := c.raft.Apply(entry, 5*time.Second)
+	f := c.raft.Apply(entry, c.timing.Apply)
 	if err := f.Error(); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
 			errors.Is(err, raft.ErrEnqueueTimeout) || errors.Is(err, raft.ErrRaftShutdown) {
-			return nil, fmt.Errorf("%w: %v", engine.ErrNoLeader, err)
+			return nil, fmt.Errorf("%w: %v", ErrNoLeader, err)
 		}
 		return nil, err
 	}
@@ -264,23 +383,54 @@ func (c *Cluster) apply(entry []byte) (any, error) {
 	return f.Response(), nil
 }
 
-// Allocate reserves n contiguous values of tag, cluster-wide. On the leader
-// it joins the next group commit; elsewhere it is forwarded to the leader.
-func (c *Cluster) Allocate(ctx context.Context, tag string, n int64) (int64, int64, error) {
-	if !c.IsLeader() {
-		return c.forwardAlloc(ctx, tag, n)
+// applyIndex is apply that also returns the entry's index.
+func (c *Cluster) applyIndex(entry []byte) (any, uint64, error) {
+	f := c.raft.Apply(entry, c.timing.Apply)
+	if err := f.Error(); err != nil {
+		return nil, 0, fmt.Errorf("%w: %v", ErrNoLeader, err)
 	}
-	req := &allocReq{item: allocItem{Tag: tag, N: n}, done: make(chan allocResult, 1)}
+	c.applies.Add(1)
+	return f.Response(), f.Index(), nil
+}
+
+// Allocate reserves n contiguous values of tag, cluster-wide. On the leader
+// it joins the next group commit; elsewhere it is sent to the leader.
+func (c *Cluster) Allocate(ctx context.Context, tag string, n int64) (int64, int64, error) {
+	items := []allocItem{{Tag: tag, N: n}}
+	var results []allocResult
+	if c.IsLeader() {
+		var err error
+		if results, err = c.allocLocal(ctx, items); err != nil {
+			return 0, 0, err
+		}
+	} else {
+		resp, err := c.toLeader(ctx, &request{Op: opAlloc, Items: items})
+		if err != nil {
+			return 0, 0, err
+		}
+		for _, r := range resp.Results {
+			results = append(results, allocResult{First: r.First, Last: r.Last, Err: errorOf(r.Code, r.Msg)})
+		}
+	}
+	if len(results) != 1 {
+		return 0, 0, fmt.Errorf("%w: allocation lost its answer", ErrNoLeader)
+	}
+	return results[0].First, results[0].Last, results[0].Err
+}
+
+// allocLocal queues items for the group commit on this node, the leader.
+func (c *Cluster) allocLocal(ctx context.Context, items []allocItem) ([]allocResult, error) {
+	req := &allocReq{items: items, done: make(chan allocDone, 1)}
 	select {
 	case c.allocs <- req:
 	case <-ctx.Done():
-		return 0, 0, engine.ErrNoLeader
+		return nil, fmt.Errorf("%w: %v", ErrNoLeader, ctx.Err())
 	}
 	select {
-	case res := <-req.done:
-		return res.First, res.Last, res.Err
+	case d := <-req.done:
+		return d.results, d.err
 	case <-ctx.Done():
-		return 0, 0, engine.ErrNoLeader
+		return nil, fmt.Errorf("%w: %v", ErrNoLeader, ctx.Err())
 	}
 }
 
@@ -291,116 +441,258 @@ func (c *Cluster) runGroupCommit() {
 	defer c.stopped.Done()
 	for {
 		var batch []*allocReq
+		items := 0
 		select {
 		case <-c.stop:
 			return
 		case req := <-c.allocs:
 			batch = append(batch, req)
+			items += len(req.items)
 		}
 	drain:
-		for len(batch) < 1024 {
+		for items < 1024 {
 			select {
 			case req := <-c.allocs:
 				batch = append(batch, req)
+				items += len(req.items)
 			default:
 				break drain
 			}
 		}
-		e := newEntry(entryAlloc).uvarint(uint64(len(batch)))
+		e := newEntry(entryAlloc).uvarint(uint64(items))
 		for _, r := range batch {
-			e = e.string(r.item.Tag).varint(r.item.N)
+			for _, it := range r.items {
+				e = e.string(it.Tag).varint(it.N)
+			}
 		}
 		resp, err := c.apply(e)
 		results, _ := resp.([]allocResult)
-		for i, r := range batch {
-			switch {
-			case err != nil:
-				r.done <- allocResult{Err: err}
-			case i < len(results):
-				r.done <- results[i]
-			default:
-				r.done <- allocResult{Err: errors.New("allocation lost its answer")}
+		if err == nil && len(results) != items {
+			err = fmt.Errorf("%w: allocation lost its answer", ErrNoLeader)
+		}
+		for _, r := range batch {
+			if err != nil {
+				r.done <- allocDone{err: err}
+				continue
 			}
+			r.done <- allocDone{results: results[:len(r.items)]}
+			results = results[len(r.items):]
 		}
 	}
 }
 
-// Set raises tag's floor to v, on the leader.
+// Set raises tag's floor to v. It answers only once every member has
+// applied the floor and dropped its buffered values at or below v; a
+// member that does not confirm in time makes it ErrUnconfirmed, naming
+// the member (the floor is committed: a retry is safe).
 func (c *Cluster) Set(ctx context.Context, tag string, v int64) error {
 	if !c.IsLeader() {
-		return wireError(c.forward(ctx, "SET", tag, v).Err())
+		_, err := c.toLeader(ctx, &request{Op: opSet, Tag: tag, Value: v})
+		return err
 	}
-	resp, err := c.apply(newEntry(entrySet).string(tag).varint(v))
+	return c.setLocal(ctx, tag, v)
+}
+
+func (c *Cluster) setLocal(ctx context.Context, tag string, v int64) error {
+	resp, index, err := c.applyIndex(newEntry(entrySet).string(tag).varint(v))
 	if err != nil {
 		return err
 	}
 	if e, ok := resp.(error); ok {
 		return e
 	}
+	return c.confirm(ctx, index, fmt.Sprintf("SET %s %d", tag, v))
+}
+
+// confirm waits until every member has published index: applied it and
+// dropped what it makes stale from its buffers.
+func (c *Cluster) confirm(ctx context.Context, index uint64, what string) error {
+	ctx, cancel := context.WithTimeout(ctx, c.timing.Confirm)
+	defer cancel()
+	members := *c.fsm.members.Load()
+	errs := make(chan error, len(members))
+	for id, m := range members {
+		go func() {
+			if id == c.cfg.NodeID {
+				errs <- c.fsm.waitPublished(ctx, index)
+				return
+			}
+			_, err := c.call(ctx, m.RaftAddr, &request{Op: opApplied, Index: index})
+			if err != nil {
+				err = fmt.Errorf("node %s (%s): %v", id, m.RESPAddr, err)
+			}
+			errs <- err
+		}()
+	}
+	var failed []string
+	for range members {
+		if err := <-errs; err != nil {
+			failed = append(failed, err.Error())
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%w: %s is committed, but within %v not every member confirmed it: %s; the command is idempotent, retrying it is safe",
+			ErrUnconfirmed, what, c.timing.Confirm, strings.Join(failed, "; "))
+	}
 	return nil
 }
 
-// Join makes node a voter (when raftAddr is new) and a member with a
-// worker ID. fresh says the node has no worker ID of its own (a new or
-// wiped data directory): a node ID the cluster already knows then gets a
-// new worker ID, since the old one's IDs cannot be known to this incarnation.
-// It runs on the leader; elsewhere it is forwarded.
-func (c *Cluster) Join(ctx context.Context, node, raftAddr, respAddr string, fresh bool) (worker, startAboveMS int64, err error) {
-	if !c.IsLeader() {
-		args := []any{"CLUSTER", "JOIN", node, raftAddr, respAddr}
-		if fresh {
-			args = append(args, "FRESH")
+// Join checks a node and makes it a member: a voter with a worker ID and a
+// lease, or, for a member that restarted, records its new addresses. The
+// check runs before anything changes: the node must answer on raftAddr as
+// node, with no other cluster's state, this cluster's layout, and a data
+// directory that is not empty if node is already a member. A refused join
+// leaves the cluster exactly as it was. It runs on the leader; elsewhere it
+// is sent there.
+// It returns the member's worker ID, the ID time its generator must start
+// above (a reused worker's previous lease end) and its lease end.
+func (c *Cluster) Join(ctx context.Context, node, raftAddr, respAddr string) (worker, startAboveMS, leaseEndMS int64, err error) {
+	var jr JoinResult
+	if c.IsLeader() {
+		jr, err = c.join(ctx, node, raftAddr, respAddr)
+	} else {
+		var resp *response
+		resp, err = c.toLeader(ctx, &request{Op: opJoin, Node: node, RaftAddr: raftAddr, RESPAddr: respAddr})
+		switch {
+		case err != nil:
+		case resp.Join == nil:
+			err = fmt.Errorf("%w: the leader's answer to a join has no result", ErrNoLeader)
+		default:
+			jr = *resp.Join
 		}
-		v, err := c.forward(ctx, args...).Int64Slice()
+	}
+	return jr.Worker, jr.StartAboveMS, jr.LeaseEndMS, err
+}
+
+func (c *Cluster) join(ctx context.Context, node, raftAddr, respAddr string) (JoinResult, error) {
+	refuse := func(format string, args ...any) (JoinResult, error) {
+		err := fmt.Errorf("%w: join of node %q: %s; nothing changed", ErrRefused, node, fmt.Sprintf(format, args...))
+		c.log.Warn("join refused", "err", err)
+		return JoinResult{}, err
+	}
+	var id Identity
+	if node == c.cfg.NodeID {
+		var err error
+		if id, err = c.identity(); err != nil {
+			return JoinResult{}, err
+		}
+	} else {
+		resp, err := c.call(ctx, raftAddr, &request{Op: opIdentify})
 		if err != nil {
-			return 0, 0, wireError(err)
+			return refuse("no idserver answers on its Raft address %s (%v)", raftAddr, err)
 		}
-		if len(v) != 2 {
-			return 0, 0, fmt.Errorf("CLUSTER JOIN answered %v", v)
+		id = *resp.Identity
+	}
+	ours := c.ClusterID()
+	m, member := c.fsm.member(node)
+	switch {
+	case id.Node != node:
+		return refuse("the node at %s is %q", raftAddr, id.Node)
+	case id.Cluster != "" && id.Cluster != ours:
+		return refuse("its data directory holds cluster %s (its own one-node cluster, or another cluster), this is cluster %s: "+
+			"start it with an empty --dir to join this cluster", id.Cluster, ours)
+	case id.Layout != c.cfg.Layout.String():
+		return refuse("its ID layout [%s] differs from this cluster's [%s]: start it with this cluster's layout flags and an empty --dir",
+			id.Layout, c.cfg.Layout.String())
+	case member && !id.HasWorker:
+		return refuse("it is still a member (worker ID %d) but its data directory is empty (a replaced disk?), "+
+			"and what it issued is lost with it: CLUSTER FORGET %s first, or start it with a new --node-id", m.Worker, node)
+	case !member && id.HasWorker:
+		return refuse("its data directory holds a worker ID, but it is not a member (it was forgotten): " +
+			"start it with an empty --dir to join again")
+	}
+	if member {
+		// A member that restarted, perhaps on new addresses.
+		if m.RaftAddr != raftAddr {
+			if err := c.raft.AddVoter(raft.ServerID(node), raft.ServerAddress(raftAddr), 0, c.timing.Apply).Error(); err != nil {
+				return JoinResult{}, fmt.Errorf("%w: add voter: %v", ErrNoLeader, err)
+			}
 		}
-		return v[0], v[1], nil
+		if m.RaftAddr != raftAddr || m.RESPAddr != respAddr {
+			resp, err := c.apply(newEntry(entryAddrs).string(node).string(raftAddr).string(respAddr))
+			if err != nil {
+				return JoinResult{}, err
+			}
+			if e, ok := resp.(error); ok {
+				return JoinResult{}, e
+			}
+		}
+		return JoinResult{Worker: m.Worker, LeaseEndMS: c.fsm.lease(node)}, nil
 	}
-	cf := c.raft.GetConfiguration()
-	if err := cf.Error(); err != nil {
-		return 0, 0, err
-	}
-	voter := false
-	for _, s := range cf.Configuration().Servers {
-		if s.ID == raft.ServerID(node) {
-			voter = s.Address == raft.ServerAddress(raftAddr)
+	if node != c.cfg.NodeID {
+		if _, err := c.call(ctx, raftAddr, &request{Op: opAdmit}); err != nil {
+			return refuse("it did not accept this cluster (%v)", err)
+		}
+		if err := c.raft.AddVoter(raft.ServerID(node), raft.ServerAddress(raftAddr), 0, c.timing.Apply).Error(); err != nil {
+			return JoinResult{}, fmt.Errorf("%w: add voter: %v", ErrNoLeader, err)
 		}
 	}
-	if !voter {
-		if err := c.raft.AddVoter(raft.ServerID(node), raft.ServerAddress(raftAddr), 0, 10*time.Second).Error(); err != nil {
-			return 0, 0, fmt.Errorf("%w: add voter: %v", engine.ErrNoLeader, err)
-		}
-	}
-	flag := uint64(0)
-	if fresh {
-		flag = 1
-	}
-	resp, err := c.apply(newEntry(entryJoin).string(node).string(raftAddr).string(respAddr).uvarint(flag))
+	resp, err := c.apply(newEntry(entryJoin).string(node).string(raftAddr).string(respAddr).
+		varint(c.nowMS()).varint(c.cfg.WorkerLease.Milliseconds()))
 	if err != nil {
-		return 0, 0, err
+		return JoinResult{}, err
 	}
 	jr := resp.(joinResult)
-	if jr.Err == nil {
-		c.log.Info("member joined", "node", node, "worker", jr.Worker, "raft", raftAddr, "resp", respAddr)
+	if jr.Err != nil {
+		return JoinResult{}, jr.Err
 	}
-	return jr.Worker, jr.StartAboveMS, jr.Err
+	c.log.Info("member joined", "node", node, "worker", jr.Worker, "raft", raftAddr, "resp", respAddr,
+		"start_above_ms", jr.StartAboveMS, "lease_end_ms", jr.LeaseEndMS)
+	return JoinResult{Worker: jr.Worker, StartAboveMS: jr.StartAboveMS, LeaseEndMS: jr.LeaseEndMS}, nil
+}
+
+// identity is what this node says of itself to a node checking a join.
+func (c *Cluster) identity() (Identity, error) {
+	_, _, has, err := c.cfg.Store.Worker()
+	return Identity{Node: c.cfg.NodeID, Cluster: c.ClusterID(), Layout: c.cfg.Layout.String(), HasWorker: has}, err
+}
+
+// admit makes this node, which belongs to no cluster yet, a node of
+// cluster id: it stores the identity and from then on takes Raft streams
+// of that cluster.
+func (c *Cluster) admit(id string) error {
+	switch ours := c.ClusterID(); {
+	case id == "":
+		return fmt.Errorf("%w: admission without a cluster identity", ErrRefused)
+	case ours == id:
+		return nil
+	case ours != "":
+		return fmt.Errorf("%w: node %s belongs to cluster %s, not %s", ErrRefused, c.cfg.NodeID, ours, id)
+	case !c.cfg.Join:
+		return fmt.Errorf("%w: node %s was not started to join a cluster", ErrRefused, c.cfg.NodeID)
+	}
+	if err := c.cfg.Store.SetClusterIDSync(id); err != nil {
+		return err
+	}
+	c.cluster.Store(&id)
+	c.log.Info("admitted to the cluster", "cluster_id", id)
+	return nil
 }
 
 // Forget removes node for good: out of the Raft configuration, its worker
-// ID free for a new node above its last replicated high-water.
+// ID free for a new node above the end of its last lease, which it can no
+// longer extend. Safe while the node still runs: it stops issuing IDs when
+// its lease ends.
 func (c *Cluster) Forget(ctx context.Context, node string) error {
 	if node == c.cfg.NodeID {
-		return errors.New("a node cannot forget itself")
+		return fmt.Errorf("%w: a node cannot forget itself", ErrRefused)
 	}
 	if !c.IsLeader() {
-		return wireError(c.forward(ctx, "CLUSTER", "FORGET", node).Err())
+		_, err := c.toLeader(ctx, &request{Op: opForget, Node: node})
+		return err
 	}
-	if err := c.raft.RemoveServer(raft.ServerID(node), 0, 10*time.Second).Error(); err != nil {
-		return fmt.Errorf("%w: remove server: %v", engine.ErrNoLeader, err)
+	return c.forget(node)
+}
+
+func (c *Cluster) forget(node string) error {
+	if node == c.cfg.NodeID {
+		return fmt.Errorf("%w: the leader cannot forget itself: forget it through another member after a leader change", ErrRefused)
+	}
+	if _, ok := c.fsm.member(node); !ok {
+		return fmt.Errorf("%w: unknown node %q", ErrNotMember, node)
+	}
+	if err := c.raft.RemoveServer(raft.ServerID(node), 0, c.timing.Apply).Error(); err != nil {
+		return fmt.Errorf("%w: remove server: %v", ErrNoLeader, err)
 	}
 	resp, err := c.apply(newEntry(entryForget).string(node))
 	if err != nil {
@@ -409,20 +701,40 @@ func (c *Cluster) Forget(ctx context.Context, node string) error {
 	if e, ok := resp.(error); ok {
 		return e
 	}
+	c.log.Info("member forgotten", "node", node)
 	return nil
 }
 
-// HighWaterFor records node's snowflake high-water in the state machine,
-// so that a node given its worker ID after CLUSTER FORGET starts above it.
-// Nodes call it for themselves, best effort: a partitioned node keeps
-// issuing without it.
-func (c *Cluster) HighWaterFor(ctx context.Context, node string, ms int64) error {
+// RenewLease asks the cluster to extend this node's lease on its worker ID
+// to endMS (ID time) and returns the committed end. It fails with
+// ErrNotMember when the node no longer holds the worker ID.
+func (c *Cluster) RenewLease(ctx context.Context, worker, endMS int64) (int64, error) {
 	if !c.IsLeader() {
-		return wireError(c.forward(ctx, "CLUSTER", "HIGHWATER", node, ms).Err())
+		resp, err := c.toLeader(ctx, &request{Op: opLease, Node: c.cfg.NodeID, Worker: worker, Value: endMS})
+		if err != nil {
+			return 0, err
+		}
+		return resp.Value, nil
 	}
-	_, err := c.apply(newEntry(entryHighWater).string(node).varint(ms))
-	return err
+	return c.leaseLocal(c.cfg.NodeID, worker, endMS)
 }
+
+func (c *Cluster) leaseLocal(node string, worker, endMS int64) (int64, error) {
+	resp, err := c.apply(newEntry(entryLease).string(node).varint(worker).varint(endMS))
+	if err != nil {
+		return 0, err
+	}
+	lr := resp.(leaseResult)
+	return lr.EndMS, lr.Err
+}
+
+// Lease is this node's committed lease end as its state machine has it (0
+// when it holds no worker ID there): what a restarted node may use before
+// it renews.
+func (c *Cluster) Lease() int64 { return c.fsm.lease(c.cfg.NodeID) }
+
+// nowMS is the wall clock in ID time.
+func (c *Cluster) nowMS() int64 { return c.cfg.Now().UnixMilli() - c.cfg.Layout.Epoch.UnixMilli() }
 
 // TransferLeadership hands leadership to another voter.
 func (c *Cluster) TransferLeadership() error { return c.raft.LeadershipTransfer().Error() }
@@ -440,16 +752,8 @@ func (c *Cluster) Get(tag string) (int64, bool) { return c.fsm.tag(tag) }
 // leader to ask.
 func (c *Cluster) High(ctx context.Context, tag string) (int64, bool) {
 	if !c.IsLeader() {
-		v, err := c.forward(ctx, "GET", tag).Result()
-		switch {
-		case errors.Is(err, redis.Nil):
-			return 0, false
-		case err == nil:
-			if s, ok := v.(string); ok {
-				if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-					return n, true
-				}
-			}
+		if resp, err := c.toLeader(ctx, &request{Op: opHigh, Tag: tag}); err == nil {
+			return resp.Value, resp.Found
 		}
 	}
 	return c.fsm.tag(tag)
@@ -464,135 +768,93 @@ func (c *Cluster) Worker() (int64, bool) {
 	return m.Worker, ok
 }
 
-// Info is what CLUSTER INFO and INFO report.
-func (c *Cluster) Info() [][2]string {
+// MemberStatus is one member, as CLUSTER INFO lists it.
+type MemberStatus struct {
+	NodeID   string
+	Worker   int64
+	RaftAddr string
+	RESPAddr string
+}
+
+// Status is what CLUSTER INFO, INFO and the metrics report.
+type Status struct {
+	NodeID          string
+	ClusterID       string
+	Worker          int64 // -1 when this node holds none
+	LeaseEndMS      int64 // committed lease end of this node's worker ID, ID time
+	Role            string
+	LeaderID        string
+	Leader          string // RESP address
+	Term            string
+	Members         []MemberStatus
+	AppliedIndex    uint64
+	CommitIndex     string
+	RaftAddr        string
+	AppliesProposed int64
+}
+
+// Status reports this node's view of the cluster.
+func (c *Cluster) Status() Status {
 	st := c.raft.Stats()
 	leader, _ := c.Leader()
 	_, leaderID := c.raft.LeaderWithID()
 	worker, ok := c.Worker()
-	w := "none"
-	if ok {
-		w = strconv.FormatInt(worker, 10)
+	if !ok {
+		worker = -1
 	}
-	members := c.fsm.memberList()
-	list := ""
-	for i, m := range members {
-		if i > 0 {
-			list += ","
-		}
-		list += m
+	return Status{
+		NodeID: c.cfg.NodeID, ClusterID: c.ClusterID(), Worker: worker, LeaseEndMS: c.fsm.lease(c.cfg.NodeID),
+		Role: st["state"], LeaderID: string(leaderID), Leader: leader, Term: st["term"],
+		Members: c.fsm.memberList(), AppliedIndex: c.fsm.applied(), CommitIndex: st["commit_index"],
+		RaftAddr: c.RaftAddr(), AppliesProposed: c.applies.Load(),
+	}
+}
+
+// Info is Status as the key:value lines of CLUSTER INFO and INFO cluster.
+func (c *Cluster) Info() [][2]string { return c.Status().Pairs() }
+
+// Pairs renders the status as key:value pairs.
+func (s Status) Pairs() [][2]string {
+	w := "none"
+	if s.Worker >= 0 {
+		w = fmt.Sprint(s.Worker)
+	}
+	list := make([]string, len(s.Members))
+	for i, m := range s.Members {
+		list[i] = fmt.Sprintf("%s=%d@%s", m.NodeID, m.Worker, m.RESPAddr)
 	}
 	return [][2]string{
-		{"node_id", c.cfg.NodeID},
+		{"node_id", s.NodeID},
+		{"cluster_id", s.ClusterID},
 		{"worker_id", w},
-		{"role", st["state"]},
-		{"leader_id", string(leaderID)},
-		{"leader", leader},
-		{"term", st["term"]},
-		{"members", strconv.Itoa(len(members))},
-		{"member_list", list},
-		{"applied_index", strconv.FormatUint(c.fsm.applied(), 10)},
-		{"commit_index", st["commit_index"]},
-		{"raft_addr", c.RaftAddr()},
-		{"raft_applies_proposed", strconv.FormatInt(c.applies.Load(), 10)},
+		{"worker_lease_end_ms", fmt.Sprint(s.LeaseEndMS)},
+		{"role", s.Role},
+		{"leader_id", s.LeaderID},
+		{"leader", s.Leader},
+		{"term", s.Term},
+		{"members", fmt.Sprint(len(s.Members))},
+		{"member_list", strings.Join(list, ",")},
+		{"applied_index", fmt.Sprint(s.AppliedIndex)},
+		{"commit_index", s.CommitIndex},
+		{"raft_addr", s.RaftAddr},
+		{"raft_applies_proposed", fmt.Sprint(s.AppliesProposed)},
 	}
 }
 
 // PeerAddrs lists the RESP addresses of the other members, as this node's
 // state machine has them.
 func (c *Cluster) PeerAddrs() []string {
-	c.fsm.mu.RLock()
-	defer c.fsm.mu.RUnlock()
 	var out []string
-	for id, m := range c.fsm.meta.Members {
-		if id != c.cfg.NodeID && m.RESPAddr != "" {
+	for _, m := range c.fsm.memberList() {
+		if m.NodeID != c.cfg.NodeID && m.RESPAddr != "" {
 			out = append(out, m.RESPAddr)
 		}
 	}
-	sort.Strings(out)
 	return out
 }
 
 // Applies is the number of log entries this node proposed as leader.
 func (c *Cluster) Applies() int64 { return c.applies.Load() }
-
-// forward sends a command to the leader's RESP port.
-func (c *Cluster) forward(ctx context.Context, args ...any) *redis.Cmd {
-	addr, ok := c.Leader()
-	if !ok || addr == c.cfg.RESPAddr {
-		cmd := redis.NewCmd(ctx, args...)
-		cmd.SetErr(engine.ErrNoLeader)
-		return cmd
-	}
-	cmd := c.peer(addr).Do(ctx, args...)
-	if err := cmd.Err(); err != nil && !isRedisError(err) {
-		cmd.SetErr(fmt.Errorf("%w: forwarding to %s: %v", engine.ErrNoLeader, addr, err))
-	}
-	return cmd
-}
-
-func (c *Cluster) forwardAlloc(ctx context.Context, tag string, n int64) (int64, int64, error) {
-	v, err := c.forward(ctx, "CLUSTER", "ALLOC", tag, n).Int64Slice()
-	if err != nil {
-		return 0, 0, wireError(err)
-	}
-	if len(v) != 2 {
-		return 0, 0, fmt.Errorf("CLUSTER ALLOC answered %v", v)
-	}
-	return v[0], v[1], nil
-}
-
-// RemoteError is an error reply from another node, passed on as it was.
-type RemoteError string
-
-func (e RemoteError) Error() string { return string(e) }
-
-// RESPError is the reply to pass on, code included.
-func (e RemoteError) RESPError() string { return string(e) }
-
-// wireError maps an error the leader answered back to the engine's errors,
-// or to a RemoteError to pass on as it is.
-func wireError(err error) error {
-	if err == nil || !isRedisError(err) {
-		return err
-	}
-	msg := err.Error()
-	switch {
-	case strings.HasPrefix(msg, "TRYAGAIN"):
-		return fmt.Errorf("%w: leader: %s", engine.ErrNoLeader, msg)
-	case msg == "ERR "+engine.ErrOverflow.Error():
-		return engine.ErrOverflow
-	}
-	return RemoteError(msg)
-}
-
-func isRedisError(err error) bool {
-	var re redis.Error
-	return errors.As(err, &re)
-}
-
-func (c *Cluster) peer(addr string) *redis.Client {
-	c.peersMu.Lock()
-	defer c.peersMu.Unlock()
-	p := c.peers[addr]
-	if p == nil {
-		p = redis.NewClient(&redis.Options{Addr: addr, Password: c.cfg.Password, Protocol: 2, TLSConfig: c.cfg.TLSClient,
-			DialTimeout: time.Second, ReadTimeout: 6 * time.Second, MaxRetries: -1, PoolSize: 16,
-			DisableIdentity: true})
-		c.peers[addr] = p
-	}
-	return p
-}
-
-// tlsStream carries Raft over TLS with the node certificate.
-type tlsStream struct {
-	net.Listener
-	conf *tls.Config
-}
-
-func (s *tlsStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	return tls.DialWithDialer(&net.Dialer{Timeout: timeout}, "tcp", string(addr), s.conf)
-}
 
 // slogWriter sends hclog's lines ("[WARN]  raft: ...") to slog at their level.
 type slogWriter struct{ log *slog.Logger }

@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"net"
 	"strings"
 	"sync"
@@ -15,35 +14,30 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"github.com/redis/go-redis/v9"
 
 	"idserver/cluster"
 	"idserver/engine"
-	"idserver/persist"
-	"idserver/resp"
+	idnode "idserver/node"
 )
 
 type node struct {
 	id     string
 	dir    string
-	store  *persist.Store
+	n      *idnode.Node
 	cl     *cluster.Cluster
-	srv    *resp.Server
-	ln     net.Listener
-	addr   string
-	segs   *engine.Segments
 	gen    *engine.Generator
+	addr   string
 	rdb    *redis.Client
 	worker int64
 	down   atomic.Bool
-	bufs   atomic.Pointer[engine.Segments]
-	// stream carries the node's Raft traffic and can cut it off.
+	// stream carries the node's Raft port (Raft and node-to-node requests)
+	// and can cut it off.
 	stream *cutStream
 }
 
-// cutStream is a Raft stream layer over loopback TCP that a test can cut:
-// while cut, the node neither reaches nor is reached by its peers.
+// cutStream is the Raft port over loopback TCP that a test can cut: while
+// cut, the node neither reaches nor is reached by its peers.
 type cutStream struct {
 	net.Listener
 	cut   atomic.Bool
@@ -72,11 +66,11 @@ func (s *cutStream) Accept() (net.Conn, error) {
 	}
 }
 
-func (s *cutStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+func (s *cutStream) Dial(addr string, timeout time.Duration) (net.Conn, error) {
 	if s.cut.Load() {
 		return nil, errors.New("partitioned")
 	}
-	c, err := net.DialTimeout("tcp", string(addr), timeout)
+	c, err := net.DialTimeout("tcp", addr, timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -97,70 +91,50 @@ func (s *cutStream) partition(cut bool) {
 	}
 }
 
-// startNode opens a node in dir; the first node bootstraps, others join
-// through the leader's Join.
-func startNode(t *testing.T, id, dir string, joinVia *node, snapshotThreshold uint64) *node {
+// openNode starts the node the binary runs, in dir, on a Raft port the test
+// can cut; the first node bootstraps, others join through joinVia's RESP
+// address.
+func openNode(t *testing.T, id, dir string, joinVia *node, mod func(*idnode.Config)) (*node, error) {
 	t.Helper()
-	store, err := persist.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	rl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	raftAddr := rl.Addr().String()
-	n := &node{id: id, dir: dir, store: store, ln: ln, addr: ln.Addr().String(), stream: &cutStream{Listener: rl}}
-	n.cl, err = cluster.Open(cluster.Config{
-		NodeID: id, Dir: dir, RaftBind: raftAddr, RESPAddr: n.addr, MaxWorker: 1023, Store: store,
-		HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond,
-		SnapshotThreshold: snapshotThreshold, Stream: n.stream,
-		OnFloor: func(tag string, v int64) {
-			if s := n.bufs.Load(); s != nil {
-				s.DropBelow(tag, v)
-			}
-		},
-	}, joinVia != nil)
-	if err != nil {
-		t.Fatal(err)
+	nd := &node{id: id, dir: dir, stream: &cutStream{Listener: rl}}
+	cfg := idnode.Config{
+		Bind: "127.0.0.1", RaftAddr: rl.Addr().String(), Dir: dir, NodeID: id, Layout: engine.DefaultLayout(),
+		Window: 3 * time.Second, MaxBorrow: time.Second, SegmentStep: 100, Version: "test",
+		Network: nd.stream,
 	}
+	if joinVia != nil {
+		cfg.Join = joinVia.addr
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	if nd.n, err = idnode.Open(cfg); err != nil {
+		rl.Close()
+		return nil, err
+	}
+	nd.cl, nd.gen, nd.addr, nd.worker = nd.n.Cluster, nd.n.Gen, nd.n.Addr, nd.n.Worker
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	var worker, startAbove int64
-	for {
-		var err error
-		if joinVia == nil {
-			worker, startAbove, err = n.cl.Join(ctx, id, raftAddr, n.addr, true)
-		} else {
-			worker, startAbove, err = joinVia.cl.Join(ctx, id, raftAddr, n.addr, true)
-		}
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("%s: join: %v", id, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if _, err := nd.cl.WaitForLeader(ctx); err != nil {
+		nd.n.Close()
+		return nil, fmt.Errorf("%s: no leader known after joining: %v", id, err)
 	}
-	n.worker = worker
-	if _, err := n.cl.WaitForLeader(ctx); err != nil {
-		t.Fatalf("%s: no leader known after joining: %v", id, err)
-	}
-	n.gen, err = engine.New(engine.Config{Layout: engine.DefaultLayout(), Worker: worker, MaxBorrow: time.Second, StartAboveMS: startAbove, LeaseEndMS: math.MaxInt64}, time.Now, store)
+	nd.rdb = redis.NewClient(&redis.Options{Addr: nd.addr, MaxRetries: -1})
+	t.Cleanup(nd.stop)
+	return nd, nil
+}
+
+func startNode(t *testing.T, id, dir string, joinVia *node, snapshotThreshold uint64) *node {
+	t.Helper()
+	nd, err := openNode(t, id, dir, joinVia, func(c *idnode.Config) { c.SnapshotThreshold = snapshotThreshold })
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.segs = engine.NewSegments(n.cl, 100, time.Now)
-	n.bufs.Store(n.segs)
-	n.srv = resp.New(resp.Config{Version: "test", NodeID: id, Segments: n.segs, Cluster: n.cl}, n.gen)
-	go n.srv.Serve(ln)
-	n.rdb = redis.NewClient(&redis.Options{Addr: n.addr, MaxRetries: -1})
-	t.Cleanup(n.stop)
-	return n
+	return nd
 }
 
 // stop shuts the node down (as a crash would, for its clients and peers).
@@ -169,10 +143,7 @@ func (n *node) stop() {
 		return
 	}
 	n.rdb.Close()
-	n.srv.Close()
-	n.gen.Close()
-	n.cl.Close()
-	n.store.Close()
+	n.n.Close()
 }
 
 func startCluster(t *testing.T, size int, snapshotThreshold uint64) []*node {
@@ -509,7 +480,8 @@ func TestPartitions(t *testing.T) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%s: after healing: %v", victim, err)
+				st := lone.cl.Status()
+				t.Fatalf("%s: after healing: %v (lone %s: role %s term %s leader %q)", victim, err, lone.id, st.Role, st.Term, st.LeaderID)
 			}
 		}
 		t.Logf("%s cut off: %d INCRs from its buffer, then TRYAGAIN; NEXTID kept working; healed and serving", victim, served)
@@ -518,17 +490,14 @@ func TestPartitions(t *testing.T) {
 }
 
 // TestForgetFreesTheWorkerID: after CLUSTER FORGET, a new node gets the
-// forgotten worker ID and starts its clock above the forgotten node's
-// replicated high-water.
+// forgotten worker ID and starts its clock above the forgotten node's last
+// lease, which that node could not extend.
 func TestForgetFreesTheWorkerID(t *testing.T) {
 	nodes := startCluster(t, 3, 0)
 	ctx := context.Background()
 	gone := nodes[2]
 	w := gone.worker
-	hw := gone.gen.Status().HighWaterMS
-	if err := gone.cl.HighWaterFor(ctx, gone.id, hw); err != nil {
-		t.Fatal(err)
-	}
+	lease := gone.gen.Status().LeaseEndMS
 	gone.stop()
 	if err := nodes[1].rdb.Do(ctx, "CLUSTER", "FORGET", gone.id).Err(); err != nil {
 		t.Fatal(err)
@@ -540,11 +509,11 @@ func TestForgetFreesTheWorkerID(t *testing.T) {
 	}
 	id, err := n4.rdb.Do(ctx, "NEXTID").Int64()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("NEXTID on the new holder of a reused worker: %v", err)
 	}
 	p, _ := engine.DefaultLayout().Decode(id)
-	if ms := p.UnixMS - engine.DefaultEpoch.UnixMilli(); ms <= hw {
-		t.Fatalf("new holder of worker %d issued at %d ms, not above the forgotten high-water %d", w, ms, hw)
+	if ms := p.UnixMS - engine.DefaultEpoch.UnixMilli(); ms <= lease {
+		t.Fatalf("new holder of worker %d issued at %d ms, not above the forgotten holder's lease end %d", w, ms, lease)
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		info, _ := n4.rdb.Do(ctx, "CLUSTER", "INFO").Text()
@@ -557,22 +526,40 @@ func TestForgetFreesTheWorkerID(t *testing.T) {
 	}
 }
 
-// TestWipedNodeGetsANewWorkerID: the same node ID coming back with an empty
-// data directory is a new node: it gets a worker ID of its own, and the IDs
-// the two incarnations issue never meet.
-func TestWipedNodeGetsANewWorkerID(t *testing.T) {
-	nodes := startCluster(t, 2, 0)
+// TestWipedMemberIsRefused: a member's node ID coming back with an empty
+// data directory (a replaced disk) is refused at join, names the remedy, and
+// changes nothing: its empty log never votes. After CLUSTER FORGET it may
+// join, with a worker ID whose IDs never meet the old incarnation's.
+func TestWipedMemberIsRefused(t *testing.T) {
+	nodes := startCluster(t, 3, 0)
 	ctx := context.Background()
-	old := nodes[1]
+	old := nodes[2]
 	before, err := old.rdb.Do(ctx, "NEXTID", 1000).Int64Slice()
 	if err != nil {
 		t.Fatal(err)
 	}
-	old.stop()
-	again := startNode(t, old.id, t.TempDir(), nodes[0], 0)
-	if again.worker == old.worker || again.worker == nodes[0].worker {
-		t.Fatalf("wiped %s got worker %d (old %d, other %d)", old.id, again.worker, old.worker, nodes[0].worker)
+	v, err := nodes[0].rdb.Do(ctx, "NEXTSEG", "s", 1000).Int64Slice()
+	if err != nil {
+		t.Fatal(err)
 	}
+	old.stop()
+	_, err = openNode(t, old.id, t.TempDir(), nodes[0], nil)
+	if err == nil || !strings.Contains(err.Error(), "CLUSTER FORGET "+old.id) {
+		t.Fatalf("a wiped member rejoined: %v", err)
+	}
+	info, _ := nodes[0].rdb.Do(ctx, "CLUSTER", "INFO").Text()
+	if !strings.Contains(info, "\r\nmembers:3\r\n") {
+		t.Fatalf("a refused join changed the cluster:\n%s", info)
+	}
+	// The two survivors still allocate, above everything before.
+	w, err := nodes[1].rdb.Do(ctx, "NEXTSEG", "s", 1000).Int64Slice()
+	if err != nil || w[0] <= v[1] {
+		t.Fatalf("NEXTSEG after the refused join: %v %v (before %v)", w, err, v)
+	}
+	if err := nodes[0].rdb.Do(ctx, "CLUSTER", "FORGET", old.id).Err(); err != nil {
+		t.Fatal(err)
+	}
+	again := startNode(t, old.id, t.TempDir(), nodes[0], 0)
 	after, err := again.rdb.Do(ctx, "NEXTID", 1000).Int64Slice()
 	if err != nil {
 		t.Fatal(err)

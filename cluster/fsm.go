@@ -1,14 +1,15 @@
 package cluster
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"sort"
-	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 
@@ -18,11 +19,17 @@ import (
 
 // Log entry types: one type byte, then the payload.
 const (
-	entryAlloc     byte = 1 // group of (tag, n): allocate n values of each
-	entrySet       byte = 2 // tag, v: raise the tag's floor to v
-	entryJoin      byte = 3 // node ID, raft address, RESP address[, fresh]: a member, with a worker ID
-	entryForget    byte = 4 // node ID: gone for good, its worker ID free for reuse
-	entryHighWater byte = 5 // node ID, ms: the node's replicated snowflake high-water
+	entryAlloc  byte = 1 // group of (tag, n): allocate n values of each
+	entrySet    byte = 2 // tag, v: raise the tag's floor to v
+	entryJoin   byte = 3 // node ID, raft address, RESP address, now ms, lease ms: a new member, with a worker ID and its first lease
+	entryForget byte = 4 // node ID: gone for good, its worker ID free for reuse above its last lease
+	// 5 was the replicated high-water, replaced by worker leases.
+	entryInit  byte = 6 // cluster ID, layout: the cluster's identity, once, at bootstrap
+	entryLease byte = 7 // node ID, worker ID, end ms: extend the node's lease on its worker ID
+	entryAddrs byte = 8 // node ID, raft address, RESP address: a member's new addresses
+	// entryRecover: node ID, now ms, value skip, time skip: the node restarted
+	// the cluster alone after the quorum was lost for good (RecoverCluster).
+	entryRecover byte = 9
 )
 
 // Keys of the state machine in Pebble. fsmPrefix keys are replaced whole
@@ -49,17 +56,21 @@ type member struct {
 	RESPAddr string `json:"resp_addr"`
 }
 
-// workerState is one worker ID: who holds it, and the last high-water its
-// holder replicated. A forgotten holder's ID can be reused above HighWater.
+// workerState is one worker ID: who holds it, and the end of the lease its
+// holder was last granted, in ID time (ms since the layout's epoch). The
+// holder issues only IDs whose time is below LeaseEnd; a forgotten holder's
+// ID is given to a new node that starts above LeaseEnd.
 type workerState struct {
 	Node      string `json:"node"`
-	HighWater int64  `json:"high_water"`
+	LeaseEnd  int64  `json:"lease_end"`
 	Forgotten bool   `json:"forgotten"`
 }
 
 // meta is the small part of the state, kept under one key.
 type meta struct {
 	Applied uint64                 `json:"applied"`
+	Cluster string                 `json:"cluster"` // identity, from entryInit
+	Layout  string                 `json:"layout"`  // ID layout and epoch, cluster-wide
 	Members map[string]*member     `json:"members"`
 	Workers map[int64]*workerState `json:"workers"`
 }
@@ -78,8 +89,22 @@ type allocResult struct {
 // joinResult answers entryJoin.
 type joinResult struct {
 	Worker       int64
-	StartAboveMS int64 // the forgotten previous holder's high-water
+	StartAboveMS int64 // the forgotten previous holder's last lease end
+	LeaseEndMS   int64 // the new holder's first lease
 	Err          error
+}
+
+// changes is what one Apply changed that others watch. Apply collects it
+// under the state machine's lock and publishes it after releasing it, so
+// the lock is never held while calling out.
+type changes struct {
+	floors  []floorChange
+	members bool
+}
+
+type floorChange struct {
+	tag string
+	v   int64
 }
 
 // fsm is the Raft state machine: tags, members, worker IDs, in Pebble with
@@ -88,15 +113,25 @@ type joinResult struct {
 type fsm struct {
 	store     *persist.Store
 	maxWorker int64
-	onFloor   func(tag string, v int64)
+	onFloor   func(tag string, v int64) // called after the lock is released
 
 	mu   sync.RWMutex
 	meta meta
 	tags map[string]tagState
+
+	// members is a copy of meta.Members, replaced after each Apply that
+	// changes them: readers (the leader's address, peers) take no lock.
+	members atomic.Pointer[map[string]member]
+
+	// published is the last index whose changes were published (floors
+	// dropped from the buffers); pubCh is closed when it moves.
+	pubMu     sync.Mutex
+	published uint64
+	pubCh     chan struct{}
 }
 
 func newFSM(store *persist.Store, maxWorker int64, onFloor func(string, int64)) (*fsm, error) {
-	f := &fsm{store: store, maxWorker: maxWorker, onFloor: onFloor}
+	f := &fsm{store: store, maxWorker: maxWorker, onFloor: onFloor, pubCh: make(chan struct{})}
 	f.reset()
 	if v, ok, err := store.Get(keyState); err != nil {
 		return nil, err
@@ -112,6 +147,8 @@ func newFSM(store *persist.Store, maxWorker int64, onFloor func(string, int64)) 
 		f.tags[k[len(keyTagBase):]] = tagState{int64(binary.BigEndian.Uint64(v)), int64(binary.BigEndian.Uint64(v[8:]))}
 		return nil
 	})
+	f.published = f.meta.Applied
+	f.publishMembers()
 	return f, err
 }
 
@@ -133,6 +170,13 @@ func (f *fsm) Apply(l *raft.Log) any {
 	if len(l.Data) == 0 {
 		panic(fmt.Sprintf("cluster: empty log entry at index %d", l.Index))
 	}
+	var ch changes
+	resp := f.applyLocked(l, &ch)
+	f.publish(l.Index, &ch)
+	return resp
+}
+
+func (f *fsm) applyLocked(l *raft.Log, ch *changes) any {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if l.Index <= f.meta.Applied {
@@ -143,7 +187,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 		panic(fmt.Sprintf("cluster: unknown log entry type %d at index %d", l.Data[0], l.Index))
 	}
 	batch := f.store.NewBatch()
-	resp := apply(f, newDecoder(l.Data[1:], l.Index), batch)
+	resp := apply(f, newDecoder(l.Data[1:], l.Index), batch, ch)
 	f.meta.Applied = l.Index
 	m, _ := json.Marshal(&f.meta)
 	batch.Set(keyState, m)
@@ -153,15 +197,67 @@ func (f *fsm) Apply(l *raft.Log) any {
 	return resp
 }
 
-var applyTable = map[byte]func(*fsm, *decoder, *persist.Batch) any{
-	entryAlloc:     (*fsm).applyAlloc,
-	entrySet:       (*fsm).applySet,
-	entryJoin:      (*fsm).applyJoin,
-	entryForget:    (*fsm).applyForget,
-	entryHighWater: (*fsm).applyHighWater,
+// publish tells the watchers what an Apply changed, outside the lock: the
+// segment buffers drop values below new floors, readers see new members,
+// and waiters for the index wake.
+func (f *fsm) publish(index uint64, ch *changes) {
+	if f.onFloor != nil {
+		for _, fl := range ch.floors {
+			f.onFloor(fl.tag, fl.v)
+		}
+	}
+	if ch.members {
+		f.publishMembers()
+	}
+	f.pubMu.Lock()
+	if index > f.published {
+		f.published = index
+		close(f.pubCh)
+		f.pubCh = make(chan struct{})
+	}
+	f.pubMu.Unlock()
 }
 
-func (f *fsm) applyAlloc(d *decoder, b *persist.Batch) any {
+func (f *fsm) publishMembers() {
+	f.mu.RLock()
+	m := make(map[string]member, len(f.meta.Members))
+	for id, v := range f.meta.Members {
+		m[id] = *v
+	}
+	f.mu.RUnlock()
+	f.members.Store(&m)
+}
+
+// waitPublished returns once the changes of index (and all before it) are
+// published on this node, or when ctx ends.
+func (f *fsm) waitPublished(ctx context.Context, index uint64) error {
+	for {
+		f.pubMu.Lock()
+		done, ch := f.published >= index, f.pubCh
+		f.pubMu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+var applyTable = map[byte]func(*fsm, *decoder, *persist.Batch, *changes) any{
+	entryAlloc:   (*fsm).applyAlloc,
+	entrySet:     (*fsm).applySet,
+	entryJoin:    (*fsm).applyJoin,
+	entryForget:  (*fsm).applyForget,
+	entryInit:    (*fsm).applyInit,
+	entryLease:   (*fsm).applyLease,
+	entryAddrs:   (*fsm).applyAddrs,
+	entryRecover: (*fsm).applyRecover,
+}
+
+func (f *fsm) applyAlloc(d *decoder, b *persist.Batch, _ *changes) any {
 	count := d.uvarint()
 	results := make([]allocResult, 0, min(count, 1024))
 	for range count {
@@ -181,7 +277,7 @@ func (f *fsm) applyAlloc(d *decoder, b *persist.Batch) any {
 	return results
 }
 
-func (f *fsm) applySet(d *decoder, b *persist.Batch) any {
+func (f *fsm) applySet(d *decoder, b *persist.Batch, ch *changes) any {
 	tag, v := d.string(), d.varint()
 	d.end()
 	t := f.tags[tag]
@@ -191,24 +287,20 @@ func (f *fsm) applySet(d *decoder, b *persist.Batch) any {
 	t.Floor = v
 	f.tags[tag] = t
 	b.Set(keyTagBase+tag, encodeTag(t))
-	if f.onFloor != nil {
-		f.onFloor(tag, v)
-	}
+	ch.floors = append(ch.floors, floorChange{tag, v})
 	return nil
 }
 
-func (f *fsm) applyJoin(d *decoder, b *persist.Batch) any {
+func (f *fsm) applyJoin(d *decoder, b *persist.Batch, ch *changes) any {
 	node, raftAddr, respAddr := d.string(), d.string(), d.string()
-	fresh := len(d.b) > 0 && d.uvarint() == 1
+	nowMS, leaseMS := d.varint(), d.varint()
 	d.end()
-	m, known := f.meta.Members[node]
-	if known && !fresh {
-		m.RaftAddr, m.RESPAddr = raftAddr, respAddr
-		return joinResult{Worker: m.Worker}
+	if _, known := f.meta.Members[node]; known {
+		return joinResult{Err: fmt.Errorf("%w: node %q is already a member", ErrRefused, node)}
 	}
 	// The lowest worker ID that no member holds: never used, or forgotten.
-	// A known node with a wiped directory gets a new one; its old one stays
-	// retired, since what it issued under it is lost with the directory.
+	// A reused one starts above its previous holder's last lease, which that
+	// holder can no longer extend.
 	for w := int64(0); w <= f.maxWorker; w++ {
 		ws := f.meta.Workers[w]
 		if ws != nil && !ws.Forgotten {
@@ -216,37 +308,103 @@ func (f *fsm) applyJoin(d *decoder, b *persist.Batch) any {
 		}
 		res := joinResult{Worker: w}
 		if ws != nil {
-			res.StartAboveMS = ws.HighWater
+			res.StartAboveMS = ws.LeaseEnd
 		}
-		f.meta.Workers[w] = &workerState{Node: node, HighWater: res.StartAboveMS}
+		res.LeaseEndMS = max(nowMS, res.StartAboveMS) + leaseMS
+		f.meta.Workers[w] = &workerState{Node: node, LeaseEnd: res.LeaseEndMS}
 		f.meta.Members[node] = &member{Worker: w, RaftAddr: raftAddr, RESPAddr: respAddr}
+		ch.members = true
 		return res
 	}
-	return joinResult{Err: fmt.Errorf("no free worker ID: all %d are held; CLUSTER FORGET a node that is gone", f.maxWorker+1)}
+	return joinResult{Err: fmt.Errorf("%w: no free worker ID: all %d are held; CLUSTER FORGET a node that is gone", ErrRefused, f.maxWorker+1)}
 }
 
-func (f *fsm) applyForget(d *decoder, b *persist.Batch) any {
+func (f *fsm) applyAddrs(d *decoder, b *persist.Batch, ch *changes) any {
+	node, raftAddr, respAddr := d.string(), d.string(), d.string()
+	d.end()
+	m, ok := f.meta.Members[node]
+	if !ok {
+		return fmt.Errorf("%w: node %q is not a member", ErrNotMember, node)
+	}
+	m.RaftAddr, m.RESPAddr = raftAddr, respAddr
+	ch.members = true
+	return nil
+}
+
+func (f *fsm) applyForget(d *decoder, b *persist.Batch, ch *changes) any {
 	node := d.string()
 	d.end()
 	m, ok := f.meta.Members[node]
 	if !ok {
-		return fmt.Errorf("unknown node %q", node)
+		return fmt.Errorf("%w: unknown node %q", ErrNotMember, node)
 	}
 	delete(f.meta.Members, node)
 	if ws := f.meta.Workers[m.Worker]; ws != nil {
 		ws.Forgotten = true
 	}
+	ch.members = true
 	return nil
 }
 
-func (f *fsm) applyHighWater(d *decoder, b *persist.Batch) any {
-	node, ms := d.string(), d.varint()
+// leaseResult answers entryLease.
+type leaseResult struct {
+	EndMS int64
+	Err   error
+}
+
+func (f *fsm) applyLease(d *decoder, b *persist.Batch, _ *changes) any {
+	node, worker, end := d.string(), d.varint(), d.varint()
 	d.end()
-	if m, ok := f.meta.Members[node]; ok {
-		if ws := f.meta.Workers[m.Worker]; ws != nil && ws.Node == node && ms > ws.HighWater {
-			ws.HighWater = ms
+	m, ok := f.meta.Members[node]
+	ws := f.meta.Workers[worker]
+	switch {
+	case !ok:
+		return leaseResult{Err: fmt.Errorf("%w: node %q is not a member of the cluster (forgotten?)", ErrNotMember, node)}
+	case m.Worker != worker || ws == nil || ws.Node != node || ws.Forgotten:
+		return leaseResult{Err: fmt.Errorf("%w: node %q does not hold worker ID %d", ErrNotMember, node, worker)}
+	}
+	ws.LeaseEnd = max(ws.LeaseEnd, end)
+	return leaseResult{EndMS: ws.LeaseEnd}
+}
+
+// applyRecover makes node the only member after the quorum was lost for
+// good. The survivor cannot know what a majority it was not part of
+// committed last: allocations and lease renewals past its log. So every tag
+// skips skipValues, and every other member's worker ID is forgotten with its
+// lease pushed skipMS past the later of its known end and now.
+func (f *fsm) applyRecover(d *decoder, b *persist.Batch, ch *changes) any {
+	node, nowMS, skipValues, skipMS := d.string(), d.varint(), d.varint(), d.varint()
+	d.end()
+	for tag, t := range f.tags {
+		t.MaxID = t.high() + min(skipValues, math.MaxInt64-t.high())
+		f.tags[tag] = t
+		b.Set(keyTagBase+tag, encodeTag(t))
+	}
+	for id, m := range f.meta.Members {
+		if id == node {
+			continue
+		}
+		delete(f.meta.Members, id)
+		if ws := f.meta.Workers[m.Worker]; ws != nil {
+			ws.Forgotten = true
 		}
 	}
+	for _, ws := range f.meta.Workers {
+		if ws.Node != node {
+			ws.LeaseEnd = max(ws.LeaseEnd, nowMS) + skipMS
+		}
+	}
+	ch.members = true
+	return nil
+}
+
+func (f *fsm) applyInit(d *decoder, b *persist.Batch, _ *changes) any {
+	id, layout := d.string(), d.string()
+	d.end()
+	if f.meta.Cluster != "" {
+		return nil // the identity is set once
+	}
+	f.meta.Cluster, f.meta.Layout = id, layout
 	return nil
 }
 
@@ -296,11 +454,11 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	f.meta, f.tags = s.Meta, s.Tags
 	f.mu.Unlock()
-	if f.onFloor != nil {
-		for tag, t := range s.Tags {
-			f.onFloor(tag, t.Floor)
-		}
+	ch := changes{members: true}
+	for tag, t := range s.Tags {
+		ch.floors = append(ch.floors, floorChange{tag, t.Floor})
 	}
+	f.publish(s.Meta.Applied, &ch)
 	return nil
 }
 
@@ -331,14 +489,31 @@ func (f *fsm) size() int {
 	return len(f.tags)
 }
 
+// member reads the published copy: no lock.
 func (f *fsm) member(node string) (member, bool) {
+	m, ok := (*f.members.Load())[node]
+	return m, ok
+}
+
+// lease is the committed lease end of node's worker ID, 0 if it holds none.
+func (f *fsm) lease(node string) int64 {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	m, ok := f.meta.Members[node]
 	if !ok {
-		return member{}, false
+		return 0
 	}
-	return *m, true
+	if ws := f.meta.Workers[m.Worker]; ws != nil && ws.Node == node && !ws.Forgotten {
+		return ws.LeaseEnd
+	}
+	return 0
+}
+
+// identity is the cluster ID and layout from entryInit, "" before it.
+func (f *fsm) identity() (cluster, layout string) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.meta.Cluster, f.meta.Layout
 }
 
 func (f *fsm) applied() uint64 {
@@ -347,15 +522,13 @@ func (f *fsm) applied() uint64 {
 	return f.meta.Applied
 }
 
-// memberList is "node=worker@resp" for each member, sorted.
-func (f *fsm) memberList() []string {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	var out []string
-	for id, m := range f.meta.Members {
-		out = append(out, id+"="+strconv.FormatInt(m.Worker, 10)+"@"+m.RESPAddr)
+// memberList is the members, sorted by node ID.
+func (f *fsm) memberList() []MemberStatus {
+	var out []MemberStatus
+	for id, m := range *f.members.Load() {
+		out = append(out, MemberStatus{NodeID: id, Worker: m.Worker, RaftAddr: m.RaftAddr, RESPAddr: m.RESPAddr})
 	}
-	sort.Strings(out)
+	sort.Slice(out, func(i, j int) bool { return out[i].NodeID < out[j].NodeID })
 	return out
 }
 

@@ -51,30 +51,40 @@ func TestFSMAllocSetJoinForget(t *testing.T) {
 		t.Fatalf("overflow: %+v", res[0])
 	}
 	// Worker IDs: unique among members, reused only after FORGET, above the
-	// forgotten holder's high-water.
+	// forgotten holder's last lease.
 	workers := map[int64]bool{}
 	for i, node := range []string{"n1", "n2", "n3", "n4"} {
-		jr := applyEntry(t, f, uint64(6+i), newEntry(entryJoin).string(node).string("r").string("p")).(joinResult)
-		if jr.Err != nil || workers[jr.Worker] {
+		jr := applyEntry(t, f, uint64(6+i), joinEntry(node, 1000)).(joinResult)
+		if jr.Err != nil || workers[jr.Worker] || jr.LeaseEndMS != 11000 {
 			t.Fatalf("join %s: %+v", node, jr)
 		}
 		workers[jr.Worker] = true
 	}
-	if jr := applyEntry(t, f, 10, newEntry(entryJoin).string("n5").string("r").string("p")).(joinResult); jr.Err == nil {
+	if jr := applyEntry(t, f, 10, joinEntry("n5", 1000)).(joinResult); jr.Err == nil {
 		t.Fatal("a fifth member got one of four worker IDs")
 	}
-	again := applyEntry(t, f, 11, newEntry(entryJoin).string("n2").string("r2").string("p2").uvarint(0)).(joinResult)
-	if again.Worker != 1 {
-		t.Fatalf("rejoin kept worker %d, want 1", again.Worker)
+	if jr := applyEntry(t, f, 11, joinEntry("n2", 1000)).(joinResult); !errors.Is(jr.Err, ErrRefused) {
+		t.Fatalf("a member joined twice: %+v", jr)
 	}
-	applyEntry(t, f, 12, newEntry(entryHighWater).string("n2").varint(777))
-	applyEntry(t, f, 13, newEntry(entryForget).string("n2"))
-	jr := applyEntry(t, f, 14, newEntry(entryJoin).string("n5").string("r").string("p")).(joinResult)
-	if jr.Err != nil || jr.Worker != 1 || jr.StartAboveMS != 777 {
-		t.Fatalf("after FORGET: %+v", jr)
+	if lr := applyEntry(t, f, 12, newEntry(entryLease).string("n2").varint(1).varint(20000)).(leaseResult); lr.Err != nil || lr.EndMS != 20000 {
+		t.Fatalf("renew: %+v", lr)
+	}
+	if lr := applyEntry(t, f, 13, newEntry(entryLease).string("n2").varint(1).varint(15000)).(leaseResult); lr.EndMS != 20000 {
+		t.Fatalf("a lease went back: %+v", lr)
+	}
+	if lr := applyEntry(t, f, 14, newEntry(entryLease).string("n2").varint(2).varint(30000)).(leaseResult); !errors.Is(lr.Err, ErrNotMember) {
+		t.Fatalf("n2 renewed n3's worker: %+v", lr)
+	}
+	applyEntry(t, f, 15, newEntry(entryForget).string("n2"))
+	if lr := applyEntry(t, f, 16, newEntry(entryLease).string("n2").varint(1).varint(40000)).(leaseResult); !errors.Is(lr.Err, ErrNotMember) {
+		t.Fatalf("a forgotten node renewed: %+v", lr)
+	}
+	jr := applyEntry(t, f, 17, joinEntry("n5", 1000)).(joinResult)
+	if jr.Err != nil || jr.Worker != 1 || jr.StartAboveMS != 20000 || jr.LeaseEndMS != 30000 {
+		t.Fatalf("after FORGET: %+v, want worker 1 above 20000 with lease to 30000", jr)
 	}
 	// A replayed entry (index not above the applied one) changes nothing.
-	if r := applyEntry(t, f, 14, newEntry(entryAlloc).uvarint(1).string("a").varint(1)); r != nil {
+	if r := applyEntry(t, f, 17, newEntry(entryAlloc).uvarint(1).string("a").varint(1)); r != nil {
 		t.Fatalf("replay answered %v", r)
 	}
 	if v, _ := f.tag("a"); v != 101 {
@@ -82,19 +92,33 @@ func TestFSMAllocSetJoinForget(t *testing.T) {
 	}
 }
 
-func TestFSMWipedNodeGetsANewWorker(t *testing.T) {
+// joinEntry is a join at ID time now with a 10s lease.
+func joinEntry(node string, now int64) encoder {
+	return newEntry(entryJoin).string(node).string("r").string("p").varint(now).varint(10000)
+}
+
+func TestFSMIdentityIsSetOnce(t *testing.T) {
 	f, _ := newFSM(openStore(t), 1023, nil)
-	first := applyEntry(t, f, 1, newEntry(entryJoin).string("n1").string("r").string("p").uvarint(1)).(joinResult)
-	restart := applyEntry(t, f, 2, newEntry(entryJoin).string("n1").string("r").string("p").uvarint(0)).(joinResult)
-	wiped := applyEntry(t, f, 3, newEntry(entryJoin).string("n1").string("r").string("p").uvarint(1)).(joinResult)
-	if first.Worker != 0 || restart.Worker != 0 || wiped.Worker != 1 {
-		t.Fatalf("first %d, restart %d, wiped %d: want 0, 0, 1", first.Worker, restart.Worker, wiped.Worker)
+	applyEntry(t, f, 1, newEntry(entryInit).string("c1").string("layout-a"))
+	applyEntry(t, f, 2, newEntry(entryInit).string("c2").string("layout-b"))
+	if id, layout := f.identity(); id != "c1" || layout != "layout-a" {
+		t.Fatalf("identity %s %s, want c1 layout-a", id, layout)
 	}
-	// FORGET frees the current worker ID only; the wiped one stays retired.
-	applyEntry(t, f, 4, newEntry(entryForget).string("n1"))
-	next := applyEntry(t, f, 5, newEntry(entryJoin).string("n2").string("r").string("p").uvarint(1)).(joinResult)
-	if next.Worker != 1 {
-		t.Fatalf("after FORGET, a new node got %d, want 1", next.Worker)
+}
+
+// TestFSMPublishesOutsideItsLock: the floor callback runs with the state
+// machine's lock free, so it may read the state machine (as the segment
+// buffers' callers do) without a deadlock.
+func TestFSMPublishesOutsideItsLock(t *testing.T) {
+	var f *fsm
+	called := false
+	f, _ = newFSM(openStore(t), 1023, func(tag string, v int64) {
+		f.size() // would deadlock if Apply still held f.mu
+		called = true
+	})
+	applyEntry(t, f, 1, newEntry(entrySet).string("a").varint(5))
+	if !called || f.published != 1 {
+		t.Fatalf("floor published %v, index %d", called, f.published)
 	}
 }
 
@@ -102,7 +126,7 @@ func TestFSMSurvivesReopenAndSnapshotRestore(t *testing.T) {
 	store := openStore(t)
 	f, _ := newFSM(store, 1023, nil)
 	applyEntry(t, f, 1, newEntry(entryAlloc).uvarint(1).string("orders").varint(1000))
-	applyEntry(t, f, 2, newEntry(entryJoin).string("n1").string("r").string("p"))
+	applyEntry(t, f, 2, joinEntry("n1", 0))
 	// Reopen from Pebble.
 	g, err := newFSM(store, 1023, nil)
 	if err != nil {

@@ -13,9 +13,11 @@ import (
 func FuzzFSMApply(f *testing.F) {
 	f.Add([]byte(newEntry(entryAlloc).uvarint(2).string("a").varint(10).string("b").varint(1)))
 	f.Add([]byte(newEntry(entrySet).string("a").varint(100)))
-	f.Add([]byte(newEntry(entryJoin).string("n1").string("r").string("p").uvarint(1)))
+	f.Add([]byte(newEntry(entryJoin).string("n1").string("r").string("p").varint(1000).varint(10000)))
+	f.Add([]byte(newEntry(entryLease).string("n1").varint(0).varint(20000)))
+	f.Add([]byte(newEntry(entryInit).string("c").string("l")))
+	f.Add([]byte(newEntry(entryAddrs).string("n1").string("r2").string("p2")))
 	f.Add([]byte(newEntry(entryForget).string("n1")))
-	f.Add([]byte(newEntry(entryHighWater).string("n1").varint(5)))
 	f.Add([]byte{entryAlloc, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	store := openStore(f)
 	fm, err := newFSM(store, 15, nil)

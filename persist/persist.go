@@ -36,6 +36,7 @@ const (
 	keyLayout    = "node/layout"
 	keyHighWater = "snowflake/high-water"
 	keyWorker    = "node/worker"
+	keyCluster   = "node/cluster"
 )
 
 // Store is a locked data directory with a Pebble database in <dir>/pebble.
@@ -139,6 +140,17 @@ func (s *Store) SetWorkerSync(worker, startAboveMS int64) error {
 	v := binary.BigEndian.AppendUint64(nil, uint64(worker))
 	return s.SetSync(keyWorker, binary.BigEndian.AppendUint64(v, uint64(startAboveMS)))
 }
+
+// ClusterID returns the identity of the cluster this directory belongs to,
+// "" when it belongs to none yet.
+func (s *Store) ClusterID() (string, error) {
+	v, _, err := s.Get(keyCluster)
+	return string(v), err
+}
+
+// SetClusterIDSync records, durably, the cluster this directory belongs to:
+// at bootstrap, or when a cluster admits the node.
+func (s *Store) SetClusterIDSync(id string) error { return s.SetSync(keyCluster, []byte(id)) }
 
 // EnsureLayout stores layout on first start; later it refuses a different
 // one with an error that names both.

@@ -25,9 +25,8 @@ type ClusterNode interface {
 	Get(tag string) (int64, bool)
 	High(ctx context.Context, tag string) (int64, bool)
 	Size() int
-	Join(ctx context.Context, node, raftAddr, respAddr string, fresh bool) (worker, startAboveMS int64, err error)
+	Join(ctx context.Context, node, raftAddr, respAddr string) (worker, startAboveMS, leaseEndMS int64, err error)
 	Forget(ctx context.Context, node string) error
-	HighWaterFor(ctx context.Context, node string, ms int64) error
 	Leader() (string, bool)
 	Info() [][2]string
 }
@@ -35,8 +34,14 @@ type ClusterNode interface {
 // MaxSegment is the largest n NEXTSEG takes.
 const MaxSegment = 1_000_000_000
 
-// requestTimeout bounds how long one command waits for the cluster.
-const requestTimeout = 8 * time.Second
+// requestTimeout bounds how long one command waits for the cluster:
+// Config.RequestTimeout, derived from the cluster's timings.
+func (s *Server) requestTimeout() time.Duration {
+	if s.cfg.RequestTimeout > 0 {
+		return s.cfg.RequestTimeout
+	}
+	return 10 * time.Second
+}
 
 func init() {
 	for _, d := range []*command{
@@ -59,14 +64,11 @@ func init() {
 
 // clusterError puts a segment or cluster error on the wire.
 func (s *Server) clusterError(conn redcon.Conn, err error) {
-	var remote interface{ RESPError() string }
 	switch {
 	case errors.Is(err, engine.ErrNoLeader), errors.Is(err, context.DeadlineExceeded):
 		s.errorReply(conn, "TRYAGAIN no leader and nothing buffered; try again")
 	case errors.Is(err, engine.ErrOverflow):
 		s.errorReply(conn, "ERR increment or decrement would overflow")
-	case errors.As(err, &remote):
-		s.errorReply(conn, remote.RESPError())
 	default:
 		msg := err.Error()
 		if !errors.Is(err, engine.ErrWouldGoBack) {
@@ -157,7 +159,7 @@ func cmdGet(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	if !s.validTag(conn, args[1]) || !s.needCluster(conn) {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), s.requestTimeout())
 	defer cancel()
 	v, ok := s.cfg.Cluster.High(ctx, string(args[1]))
 	if !ok {
@@ -181,7 +183,7 @@ func cmdSet(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 		s.errorReply(conn, errNotInteger)
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), s.requestTimeout())
 	defer cancel()
 	if err := s.cfg.Cluster.Set(ctx, string(args[1]), v); err != nil {
 		s.clusterError(conn, err)
@@ -214,26 +216,26 @@ func cmdNeverBack(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	s.errorReply(conn, "ERR values never go back: "+strings.ToUpper(string(args[0]))+" is not supported on ID tags")
 }
 
-// cmdCluster: INFO, LEADER, JOIN node raft resp, FORGET node, and the
-// internal ALLOC tag n and HIGHWATER node ms that followers forward.
+// cmdCluster: INFO, LEADER, and the admin commands JOIN node raft resp
+// (which --join sends) and FORGET node. Node-to-node requests are not here:
+// they travel on the Raft port.
 func cmdCluster(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	if !s.needCluster(conn) {
 		return
 	}
 	sub := strings.ToLower(string(args[1]))
-	arity := map[string]int{"info": 2, "leader": 2, "join": 5, "forget": 3, "alloc": 4, "highwater": 4}
+	arity := map[string]int{"info": 2, "leader": 2, "join": 5, "forget": 3}
 	want, known := arity[sub]
 	if !known {
 		s.errorReply(conn, "ERR unknown subcommand '"+clip(args[1], 128)+"'. Try CLUSTER HELP.")
 		return
 	}
-	fresh := sub == "join" && len(args) == 6 && strings.EqualFold(string(args[5]), "fresh")
-	if len(args) != want && !fresh {
+	if len(args) != want {
 		s.errorReply(conn, wrongArity("cluster|"+sub))
 		return
 	}
 	cl := s.cfg.Cluster
-	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), s.requestTimeout())
 	defer cancel()
 	switch sub {
 	case "info":
@@ -249,41 +251,17 @@ func cmdCluster(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 			writeNull(conn, c)
 		}
 	case "join":
-		worker, above, err := cl.Join(ctx, string(args[2]), string(args[3]), string(args[4]), fresh)
+		worker, above, lease, err := cl.Join(ctx, string(args[2]), string(args[3]), string(args[4]))
 		if err != nil {
 			s.clusterError(conn, err)
 			return
 		}
-		conn.WriteArray(2)
+		conn.WriteArray(3)
 		conn.WriteInt64(worker)
 		conn.WriteInt64(above)
+		conn.WriteInt64(lease)
 	case "forget":
 		if err := cl.Forget(ctx, string(args[2])); err != nil {
-			s.clusterError(conn, err)
-			return
-		}
-		conn.WriteString("OK")
-	case "alloc":
-		n, ok := parseInt64(args[3])
-		if !ok || n < 1 || n > MaxSegment {
-			s.errorReply(conn, errNotInteger)
-			return
-		}
-		first, last, err := cl.Allocate(ctx, string(args[2]), n)
-		if err != nil {
-			s.clusterError(conn, err)
-			return
-		}
-		conn.WriteArray(2)
-		conn.WriteInt64(first)
-		conn.WriteInt64(last)
-	case "highwater":
-		ms, ok := parseInt64(args[3])
-		if !ok {
-			s.errorReply(conn, errNotInteger)
-			return
-		}
-		if err := cl.HighWaterFor(ctx, string(args[2]), ms); err != nil {
 			s.clusterError(conn, err)
 			return
 		}

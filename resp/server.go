@@ -36,6 +36,9 @@ type Config struct {
 	MaxClients int              // connections at once; 10000 when 0
 	Segments   SegmentServer    // INCR, INCRBY, NEXTSEG; nil: refused
 	Cluster    ClusterNode      // GET, SET, EXISTS, DBSIZE, CLUSTER; nil: refused
+	// RequestTimeout bounds a command that waits on the cluster (the
+	// cluster's Timing().Request); 10s when zero.
+	RequestTimeout time.Duration
 }
 
 // RedisVersion is the Redis version whose behaviour the server follows; it

@@ -22,6 +22,11 @@ type Config struct {
 	Dir         string
 	NodeID      string
 	RaftAddr    string
+	Advertise   string
+	RaftAdv     string
+	WorkerLease time.Duration
+	Recover     bool
+	RecoverSkip int64
 	Join        string
 	SegmentStep int64
 	Epoch       string
@@ -52,6 +57,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.StringVar(&c.NodeID, "node-id", "", "node ID (generated once and kept in --dir when empty)")
 	fs.StringVar(&c.RaftAddr, "raft-addr", "", "Raft transport address (default: --bind with --port+10000, or a free port with --port 0)")
 	fs.StringVar(&c.Join, "join", "", "RESP address (host:port) of a cluster member to join")
+	fs.StringVar(&c.Advertise, "advertise", "", "RESP address (host:port) clients and members reach this node at (default: the bound address)")
+	fs.StringVar(&c.RaftAdv, "raft-advertise", "", "Raft address (host:port) members reach this node at (default: the bound Raft address)")
+	fs.BoolVar(&c.Recover, "recover", false, "restart the cluster from this surviving member alone, after a majority is lost for good (see README)")
+	fs.Int64Var(&c.RecoverSkip, "recover-skip", 1_000_000_000_000, "with --recover: how far every tag skips ahead, past what lost members may have allocated")
+	fs.DurationVar(&c.WorkerLease, "worker-lease", 10*time.Second, "how long the worker ID lease runs ahead; a node cut off from the quorum stops issuing IDs when it ends")
 	fs.Int64Var(&c.SegmentStep, "segment-step", 1000, "smallest segment a node fetches for a tag")
 	fs.StringVar(&c.Epoch, "epoch", def.Epoch.Format(time.RFC3339), "start of ID time, RFC 3339")
 	fs.IntVar(&c.Layout.TimeBits, "time-bits", def.TimeBits, "bits of milliseconds since the epoch")
@@ -112,6 +122,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--segment-step %d must be between 1 and 1000000", c.SegmentStep)
 	case c.Window < 10*time.Millisecond:
 		return fmt.Errorf("--window %v is too short (at least 10ms)", c.Window)
+	case c.WorkerLease < time.Second || c.WorkerLease > time.Hour:
+		return fmt.Errorf("--worker-lease %v must be between 1s and 1h", c.WorkerLease)
+	case c.RecoverSkip < 1:
+		return errors.New("--recover-skip must be at least 1")
 	case c.MaxBorrow < 0:
 		return errors.New("--max-borrow must not be negative")
 	case c.MaxBulk < 1024 || c.MaxBulk > 512<<20:

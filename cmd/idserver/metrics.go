@@ -138,19 +138,16 @@ func (m *metricsServer) Collect(ch chan<- prometheus.Metric) {
 	st := src.gen.Status()
 	gauge(descBorrow, float64(st.BorrowMS))
 	gauge(descHeadroom, float64(st.WindowAheadMS))
-	info := map[string]string{}
-	for _, kv := range src.cl.Info() {
-		info[kv[0]] = kv[1]
-	}
+	cs := src.cl.Status()
 	leader := 0.0
 	if src.cl.IsLeader() {
 		leader = 1
 	}
 	gauge(descLeader, leader)
 	num := func(s string) float64 { f, _ := strconv.ParseFloat(s, 64); return f }
-	gauge(descTerm, num(info["term"]))
-	gauge(descApplied, num(info["applied_index"]))
-	counter(descApplies, float64(src.cl.Applies()))
+	gauge(descTerm, num(cs.Term))
+	gauge(descApplied, float64(cs.AppliedIndex))
+	counter(descApplies, float64(cs.AppliesProposed))
 	for _, s := range src.segs.Status() {
 		gauge(descBuffered, float64(s.Left+s.SpareLeft), s.Tag)
 		gauge(descStep, float64(s.Step), s.Tag)

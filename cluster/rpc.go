@@ -1,0 +1,545 @@
+package cluster
+
+import (
+	"context"
+	"crypto/subtle"
+	"crypto/tls"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"idserver/engine"
+)
+
+// The Raft port carries two kinds of stream, told apart by the first byte
+// the dialer sends (rqlite multiplexes its cluster service the same way):
+// Raft's own RPCs, and node-to-node requests (allocation, SET, joins,
+// leases). Clients never see the second kind: it is not on the RESP port.
+const (
+	streamRaft byte = 'R'
+	streamRPC  byte = 'C'
+)
+
+// Network is how the Raft port is served and reached: TCP, TLS, or a
+// test's network that it can cut.
+type Network interface {
+	net.Listener
+	Dial(addr string, timeout time.Duration) (net.Conn, error)
+}
+
+// tcpNetwork is TCP, or TLS when conf is set.
+type tcpNetwork struct {
+	net.Listener
+	conf *tls.Config
+}
+
+func (n tcpNetwork) Dial(addr string, timeout time.Duration) (net.Conn, error) {
+	d := &net.Dialer{Timeout: timeout}
+	if n.conf != nil {
+		return tls.DialWithDialer(d, "tcp", addr, n.conf)
+	}
+	return d.Dial("tcp", addr)
+}
+
+// mux routes the streams accepted on the Raft port. A Raft stream is taken
+// only when its dialer names this node's cluster: a node that belongs to
+// no cluster yet (a joiner not yet admitted, a replaced disk) takes none,
+// so an empty log never votes, and two clusters never exchange Raft RPCs.
+type mux struct {
+	net       Network
+	addr      net.Addr // advertised Raft address
+	clusterID func() string
+	serveRPC  func(net.Conn)
+	refused   func(from, theirs string) // a Raft stream of another cluster
+	raftConns chan net.Conn
+	closed    chan struct{}
+	closeOnce sync.Once
+	connsMu   sync.Mutex
+	conns     map[net.Conn]struct{} // node-to-node streams being served
+}
+
+func (m *mux) run() {
+	for {
+		conn, err := m.net.Accept()
+		if err != nil {
+			select {
+			case <-m.closed:
+				return
+			default:
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			m.Close()
+			return
+		}
+		go m.route(conn)
+	}
+}
+
+func (m *mux) route(conn net.Conn) {
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var hdr [2]byte
+	if _, err := io.ReadFull(conn, hdr[:]); err != nil {
+		conn.Close()
+		return
+	}
+	theirs := make([]byte, hdr[1])
+	if _, err := io.ReadFull(conn, theirs); err != nil {
+		conn.Close()
+		return
+	}
+	conn.SetReadDeadline(time.Time{})
+	switch hdr[0] {
+	case streamRaft:
+		if mine := m.clusterID(); mine == "" || string(theirs) != mine {
+			m.refused(conn.RemoteAddr().String(), string(theirs))
+			conn.Close()
+			return
+		}
+		select {
+		case m.raftConns <- conn:
+		case <-m.closed:
+			conn.Close()
+		}
+	case streamRPC:
+		if !m.track(conn, true) {
+			return
+		}
+		defer m.track(conn, false)
+		m.serveRPC(conn)
+	default:
+		conn.Close()
+	}
+}
+
+// track adds or removes a served stream; false when the mux is closed.
+func (m *mux) track(conn net.Conn, add bool) bool {
+	m.connsMu.Lock()
+	defer m.connsMu.Unlock()
+	if !add {
+		delete(m.conns, conn)
+		conn.Close()
+		return true
+	}
+	select {
+	case <-m.closed:
+		conn.Close()
+		return false
+	default:
+	}
+	m.conns[conn] = struct{}{}
+	return true
+}
+
+func (m *mux) dial(addr string, kind byte, timeout time.Duration) (net.Conn, error) {
+	conn, err := m.net.Dial(addr, timeout)
+	if err != nil {
+		return nil, err
+	}
+	id := m.clusterID()
+	conn.SetWriteDeadline(time.Now().Add(timeout))
+	if _, err := conn.Write(append([]byte{kind, byte(len(id))}, id...)); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	conn.SetWriteDeadline(time.Time{})
+	return conn, nil
+}
+
+// Close stops accepting and closes the served node-to-node streams.
+func (m *mux) Close() error {
+	var err error
+	m.closeOnce.Do(func() {
+		close(m.closed)
+		err = m.net.Close()
+		m.connsMu.Lock()
+		for c := range m.conns {
+			c.Close()
+		}
+		m.connsMu.Unlock()
+	})
+	return err
+}
+
+// raftStream is the mux as Raft's stream layer.
+type raftStream struct{ m *mux }
+
+func (s raftStream) Accept() (net.Conn, error) {
+	select {
+	case c := <-s.m.raftConns:
+		return c, nil
+	case <-s.m.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+func (s raftStream) Close() error   { return s.m.Close() }
+func (s raftStream) Addr() net.Addr { return s.m.addr }
+
+func (s raftStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	return s.m.dial(string(addr), streamRaft, timeout)
+}
+
+// Node-to-node requests: one typed request, one typed response, as
+// length-prefixed JSON frames on a streamRPC connection.
+
+type op uint8
+
+const (
+	opIdentify op = iota + 1 // who are you: node, cluster, layout, worker
+	opAdmit                  // you are being admitted to cluster X
+	opJoin                   // leader: check and add a member
+	opForget                 // leader: remove a member
+	opAlloc                  // leader: allocate values
+	opSet                    // leader: raise a floor on every member
+	opLease                  // leader: extend a worker lease
+	opHigh                   // leader: a tag's high-water
+	opApplied                // any: wait until an index is published here
+)
+
+// code is an error's sentinel on the wire.
+type code uint8
+
+const (
+	codeOK code = iota
+	codeFailed
+	codeNoLeader
+	codeRefused
+	codeNotMember
+	codeUnconfirmed
+	codeWouldGoBack
+	codeOverflow
+	codeAuth
+)
+
+var codeErrors = []struct {
+	code code
+	err  error
+}{
+	{codeNoLeader, ErrNoLeader},
+	{codeRefused, ErrRefused},
+	{codeNotMember, ErrNotMember},
+	{codeUnconfirmed, ErrUnconfirmed},
+	{codeWouldGoBack, engine.ErrWouldGoBack},
+	{codeOverflow, engine.ErrOverflow},
+	{codeAuth, ErrAuth},
+}
+
+func codeOf(err error) code {
+	if err == nil {
+		return codeOK
+	}
+	for _, ce := range codeErrors {
+		if errors.Is(err, ce.err) {
+			return ce.code
+		}
+	}
+	return codeFailed
+}
+
+// remoteError is an error another node answered: its text, and its sentinel
+// for errors.Is.
+type remoteError struct {
+	sentinel error
+	msg      string
+}
+
+func (e *remoteError) Error() string { return e.msg }
+func (e *remoteError) Unwrap() error { return e.sentinel }
+
+func errorOf(c code, msg string) error {
+	if c == codeOK {
+		return nil
+	}
+	for _, ce := range codeErrors {
+		if ce.code == c {
+			return &remoteError{ce.err, msg}
+		}
+	}
+	return &remoteError{nil, msg}
+}
+
+type request struct {
+	Seq      uint64      `json:"seq"` // echoed by the response
+	Op       op          `json:"op"`
+	Cluster  string      `json:"cluster,omitempty"` // the sender's cluster
+	Secret   string      `json:"secret,omitempty"`
+	Node     string      `json:"node,omitempty"`
+	RaftAddr string      `json:"raft,omitempty"`
+	RESPAddr string      `json:"resp,omitempty"`
+	Tag      string      `json:"tag,omitempty"`
+	Value    int64       `json:"value,omitempty"`
+	Worker   int64       `json:"worker,omitempty"`
+	Index    uint64      `json:"index,omitempty"`
+	Items    []allocItem `json:"items,omitempty"`
+}
+
+type response struct {
+	Seq      uint64       `json:"seq"`
+	Op       op           `json:"op"`
+	Code     code         `json:"code,omitempty"`
+	Msg      string       `json:"msg,omitempty"`
+	Identity *Identity    `json:"identity,omitempty"`
+	Results  []wireResult `json:"results,omitempty"`
+	Join     *JoinResult  `json:"join,omitempty"`
+	Value    int64        `json:"value,omitempty"`
+	Found    bool         `json:"found,omitempty"`
+}
+
+type wireResult struct {
+	First int64  `json:"first"`
+	Last  int64  `json:"last"`
+	Code  code   `json:"code,omitempty"`
+	Msg   string `json:"msg,omitempty"`
+}
+
+// Identity is what a node says of itself when another asks (the join check).
+type Identity struct {
+	Node      string `json:"node"`
+	Cluster   string `json:"cluster"` // "" when it belongs to none
+	Layout    string `json:"layout"`
+	HasWorker bool   `json:"has_worker"` // its directory holds a worker ID
+}
+
+// JoinResult is what a member gets when it is admitted: its worker ID, the
+// ID time its generator must start above (the previous holder's last
+// lease), and its first lease end.
+type JoinResult struct {
+	Worker       int64 `json:"worker"`
+	StartAboveMS int64 `json:"start_above_ms"`
+	LeaseEndMS   int64 `json:"lease_end_ms"`
+}
+
+const maxFrame = 16 << 20
+
+func writeFrame(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(b))), b...))
+	return err
+}
+
+func readFrame(r io.Reader, v any) error {
+	var n [4]byte
+	if _, err := io.ReadFull(r, n[:]); err != nil {
+		return err
+	}
+	size := binary.BigEndian.Uint32(n[:])
+	if size > maxFrame {
+		return fmt.Errorf("frame of %d bytes", size)
+	}
+	b := make([]byte, size)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
+// serveRPC answers node-to-node requests on one stream until it closes.
+func (c *Cluster) serveRPC(conn net.Conn) {
+	for {
+		conn.SetReadDeadline(time.Now().Add(10 * time.Minute))
+		var req request
+		if err := readFrame(conn, &req); err != nil {
+			return
+		}
+		resp := c.answer(&req)
+		resp.Seq, resp.Op = req.Seq, req.Op
+		conn.SetWriteDeadline(time.Now().Add(c.timing.Call))
+		if err := writeFrame(conn, resp); err != nil {
+			return
+		}
+	}
+}
+
+// answer runs one request. Every request but identify and admit must come
+// from this node's cluster, and all must carry the cluster secret.
+func (c *Cluster) answer(req *request) *response {
+	fail := func(err error) *response {
+		if err == nil {
+			return &response{}
+		}
+		return &response{Code: codeOf(err), Msg: err.Error()}
+	}
+	if subtle.ConstantTimeCompare([]byte(req.Secret), []byte(c.cfg.Secret)) != 1 {
+		return fail(fmt.Errorf("%w from a node-to-node request", ErrAuth))
+	}
+	if req.Op != opIdentify && req.Op != opAdmit && req.Cluster != c.ClusterID() {
+		return fail(fmt.Errorf("%w: a request from cluster %q reached node %s of cluster %q", ErrRefused, req.Cluster, c.cfg.NodeID, c.ClusterID()))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.timing.Call)
+	defer cancel()
+	switch req.Op {
+	case opIdentify:
+		id, err := c.identity()
+		if err != nil {
+			return fail(err)
+		}
+		return &response{Identity: &id}
+	case opAdmit:
+		return fail(c.admit(req.Cluster))
+	case opApplied:
+		if err := c.fsm.waitPublished(ctx, req.Index); err != nil {
+			return fail(fmt.Errorf("node %s has not applied index %d: %v", c.cfg.NodeID, req.Index, err))
+		}
+		return &response{}
+	}
+	if !c.IsLeader() {
+		return fail(fmt.Errorf("%w: node %s does not lead", ErrNoLeader, c.cfg.NodeID))
+	}
+	switch req.Op {
+	case opJoin:
+		jr, err := c.join(ctx, req.Node, req.RaftAddr, req.RESPAddr)
+		if err != nil {
+			return fail(err)
+		}
+		return &response{Join: &jr}
+	case opForget:
+		return fail(c.forget(req.Node))
+	case opAlloc:
+		results, err := c.allocLocal(ctx, req.Items)
+		if err != nil {
+			return fail(err)
+		}
+		out := make([]wireResult, len(results))
+		for i, r := range results {
+			out[i] = wireResult{First: r.First, Last: r.Last, Code: codeOf(r.Err)}
+			if r.Err != nil {
+				out[i].Msg = r.Err.Error()
+			}
+		}
+		return &response{Results: out}
+	case opSet:
+		return fail(c.setLocal(ctx, req.Tag, req.Value))
+	case opLease:
+		end, err := c.leaseLocal(req.Node, req.Worker, req.Value)
+		if err != nil {
+			return fail(err)
+		}
+		return &response{Value: end}
+	case opHigh:
+		v, ok := c.fsm.tag(req.Tag)
+		return &response{Value: v, Found: ok}
+	}
+	return fail(fmt.Errorf("unknown node-to-node request %d", req.Op))
+}
+
+// call sends one request to the node whose Raft address is addr. A pooled
+// stream that turns out dead (its peer restarted, a partition closed it) is
+// dropped, with the rest of that address's pool, and the request is sent
+// once more on a new stream: a request answered but whose answer was lost
+// costs a gap (an allocation is made again), never a repeat.
+func (c *Cluster) call(ctx context.Context, addr string, req *request) (*response, error) {
+	req.Cluster, req.Secret = c.ClusterID(), c.cfg.Secret
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(c.timing.Call)
+	}
+	for {
+		req.Seq = c.seq.Add(1)
+		conn, pooled, err := c.idleConn(addr)
+		if err != nil {
+			return nil, fmt.Errorf("node at %s: %w", addr, err)
+		}
+		conn.SetDeadline(deadline)
+		var resp response
+		err = writeFrame(conn, req)
+		if err == nil {
+			err = readFrame(conn, &resp)
+		}
+		if err == nil && (resp.Seq != req.Seq || resp.Op != req.Op) {
+			err = fmt.Errorf("answer %d (op %d) to request %d (op %d)", resp.Seq, resp.Op, req.Seq, req.Op)
+			c.log.Error("a node-to-node stream answered another request; dropping it", "addr", addr, "err", err)
+		}
+		if err != nil {
+			conn.Close()
+			if pooled && time.Now().Before(deadline) {
+				c.dropIdle(addr)
+				continue
+			}
+			return nil, fmt.Errorf("node at %s: %w", addr, err)
+		}
+		conn.SetDeadline(time.Time{})
+		c.putConn(addr, conn)
+		return &resp, errorOf(resp.Code, resp.Msg)
+	}
+}
+
+// idleConn takes a pooled stream to addr, or dials one.
+func (c *Cluster) idleConn(addr string) (conn net.Conn, pooled bool, err error) {
+	c.poolMu.Lock()
+	if idle := c.pool[addr]; len(idle) > 0 {
+		conn := idle[len(idle)-1]
+		c.pool[addr] = idle[:len(idle)-1]
+		c.poolMu.Unlock()
+		return conn, true, nil
+	}
+	c.poolMu.Unlock()
+	conn, err = c.mux.dial(addr, streamRPC, c.timing.Election*2)
+	return conn, false, err
+}
+
+// dropIdle closes the pooled streams to addr.
+func (c *Cluster) dropIdle(addr string) {
+	c.poolMu.Lock()
+	idle := c.pool[addr]
+	delete(c.pool, addr)
+	c.poolMu.Unlock()
+	for _, conn := range idle {
+		conn.Close()
+	}
+}
+
+func (c *Cluster) putConn(addr string, conn net.Conn) {
+	c.poolMu.Lock()
+	defer c.poolMu.Unlock()
+	if c.pool == nil || len(c.pool[addr]) >= 8 {
+		conn.Close()
+		return
+	}
+	c.pool[addr] = append(c.pool[addr], conn)
+}
+
+// toLeader sends a request to the leader's Raft address. With no leader
+// in sight (this node was cut off, or removed from the configuration and
+// no longer hears from it), it asks the other members it knows, so that a
+// leader among them answers, even if only to say this node is no longer a
+// member. No leader anywhere is ErrNoLeader.
+func (c *Cluster) toLeader(ctx context.Context, req *request) (*response, error) {
+	addrs := []string{}
+	if addr, _ := c.raft.LeaderWithID(); addr != "" {
+		addrs = append(addrs, string(addr))
+	} else {
+		for _, m := range c.fsm.memberList() {
+			if m.NodeID != c.cfg.NodeID {
+				addrs = append(addrs, m.RaftAddr)
+			}
+		}
+	}
+	err := fmt.Errorf("%w: no leader known", ErrNoLeader)
+	for _, addr := range addrs {
+		var resp *response
+		resp, err = c.call(ctx, addr, req)
+		var re *remoteError
+		switch {
+		case err == nil:
+			return resp, nil
+		case errors.As(err, &re) && !errors.Is(err, ErrNoLeader):
+			return resp, err
+		case !errors.As(err, &re):
+			err = fmt.Errorf("%w: %v", ErrNoLeader, err)
+		}
+	}
+	return nil, err
+}

@@ -1,0 +1,416 @@
+// Package node is one idserver node: it opens persist, the cluster, the
+// generator, the segment buffers and the RESP server in that order, runs
+// their background loops under one context, and closes them in reverse.
+// cmd/idserver adds flags, signals and metrics; tests start the same node.
+package node
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"idserver/cluster"
+	"idserver/engine"
+	"idserver/persist"
+	"idserver/resp"
+)
+
+// Config is what a node is started with.
+type Config struct {
+	Bind          string // RESP listen host
+	Port          int    // RESP port; 0 picks one
+	Advertise     string // RESP address others reach this node at (bound address when empty)
+	RaftAddr      string // Raft listen host:port (":0" style picks one)
+	RaftAdvertise string // Raft address other members reach this node at
+	Dir           string
+	NodeID        string // "" generates one on first start
+	Join          string // RESP address of a member to join
+	Layout        engine.Layout
+	Window        time.Duration
+	MaxBorrow     time.Duration
+	WorkerLease   time.Duration
+	Recover       bool  // restart the cluster from this member alone (cluster.Config.Recover)
+	RecoverSkip   int64 // with Recover: how far every tag skips
+	SegmentStep   int64
+	RequirePass   string
+	Limits        resp.Limits
+	MaxClients    int
+	Version       string
+	Logger        *slog.Logger
+	// TLSServer and TLSClient serve RESP and the Raft port over TLS and
+	// reach other nodes with it.
+	TLSServer, TLSClient *tls.Config
+	// Now is the wall clock the generator and leases read (time.Now when nil).
+	Now func() time.Time
+	// Network carries the Raft port (tests that cut it); nil means TCP/TLS.
+	Network cluster.Network
+	// Raft timings; zero means 500ms each.
+	HeartbeatTimeout, ElectionTimeout time.Duration
+	// SnapshotThreshold is Raft's (tests set it low); zero means Raft's default.
+	SnapshotThreshold uint64
+}
+
+// Node is a running node.
+type Node struct {
+	cfg      Config
+	log      *slog.Logger
+	Store    *persist.Store
+	Cluster  *cluster.Cluster
+	Gen      *engine.Generator
+	Segments *engine.Segments
+	Server   *resp.Server
+	ID       string
+	Worker   int64
+	Addr     string // advertised RESP address
+
+	ln           net.Listener
+	checkInLater bool // the start could not reach the cluster
+	served       chan error
+	stop         context.CancelFunc
+	background   sync.WaitGroup
+	closeOnce    sync.Once
+	closeErr     error
+}
+
+// joinWait bounds how long a start waits for the cluster to take the node.
+const joinWait = 60 * time.Second
+
+// Open starts a node; it serves RESP once it can issue IDs.
+func Open(cfg Config) (_ *Node, err error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.WorkerLease <= 0 {
+		cfg.WorkerLease = 10 * time.Second
+	}
+	if cfg.HeartbeatTimeout <= 0 {
+		cfg.HeartbeatTimeout = 500 * time.Millisecond
+	}
+	if cfg.ElectionTimeout <= 0 {
+		cfg.ElectionTimeout = 500 * time.Millisecond
+	}
+	n := &Node{cfg: cfg, log: cfg.Logger, served: make(chan error, 1)}
+	var closers []func()
+	defer func() {
+		if err != nil {
+			for i := len(closers) - 1; i >= 0; i-- {
+				closers[i]()
+			}
+		}
+	}()
+
+	if n.Store, err = persist.Open(cfg.Dir); err != nil {
+		return nil, err
+	}
+	closers = append(closers, func() { n.Store.Close() })
+	if err = n.Store.EnsureLayout(cfg.Layout.String()); err != nil {
+		return nil, err
+	}
+	if n.ID, err = n.Store.NodeID(cfg.NodeID); err != nil {
+		return nil, err
+	}
+	// The RESP listener comes first: its address is what the cluster knows
+	// this node by. It is served only once the node can issue.
+	if n.ln, err = net.Listen("tcp", net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.Port))); err != nil {
+		return nil, err
+	}
+	closers = append(closers, func() { n.ln.Close() })
+	n.Addr = n.ln.Addr().String()
+	if cfg.Advertise != "" {
+		n.Addr = cfg.Advertise
+	}
+	if host, _, _ := net.SplitHostPort(n.Addr); net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified() {
+		return nil, fmt.Errorf("RESP address %s cannot be reached by other members: set --advertise", n.Addr)
+	}
+	raftBind, err := freeIfZero(cfg.RaftAddr)
+	if err != nil {
+		return nil, err
+	}
+	var segments atomic.Pointer[engine.Segments]
+	n.Cluster, err = cluster.Open(cluster.Config{
+		NodeID: n.ID, Dir: cfg.Dir, RaftBind: raftBind, RaftAdvertise: cfg.RaftAdvertise, RESPAddr: n.Addr,
+		Secret: cfg.RequirePass, Layout: cfg.Layout, Store: n.Store, Logger: cfg.Logger, Join: cfg.Join != "",
+		Now: cfg.Now, WorkerLease: cfg.WorkerLease, Recover: cfg.Recover, RecoverSkip: cfg.RecoverSkip, Network: cfg.Network, TLSServer: cfg.TLSServer, TLSClient: cfg.TLSClient,
+		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, SnapshotThreshold: cfg.SnapshotThreshold,
+		OnFloor: func(tag string, v int64) {
+			if s := segments.Load(); s != nil {
+				s.DropBelow(tag, v)
+			}
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	closers = append(closers, func() { n.Cluster.Close() })
+	worker, startAbove, lease, err := n.workerID()
+	if err != nil {
+		return nil, err
+	}
+	n.Worker = worker
+	if n.Gen, err = engine.New(engine.Config{
+		Layout: cfg.Layout, Worker: worker, Window: cfg.Window, MaxBorrow: cfg.MaxBorrow,
+		StartAboveMS: startAbove, LeaseEndMS: lease,
+	}, cfg.Now, n.Store); err != nil {
+		return nil, err
+	}
+	closers = append(closers, func() { n.Gen.Close() })
+	n.Segments = engine.NewSegments(n.Cluster, cfg.SegmentStep, cfg.Now)
+	segments.Store(n.Segments)
+
+	ctx, stop := context.WithCancel(context.Background())
+	n.stop = stop
+	n.background.Add(2)
+	go func() {
+		defer n.background.Done()
+		n.Gen.Run(ctx, func(err error) { n.log.Error("high-water step failed", "err", err) })
+	}()
+	go func() {
+		defer n.background.Done()
+		n.renewLease(ctx)
+	}()
+	if n.checkInLater {
+		n.background.Add(1)
+		go func() {
+			defer n.background.Done()
+			n.checkInLoop(ctx)
+		}()
+	}
+
+	n.Server = resp.New(resp.Config{
+		Password: cfg.RequirePass, Limits: cfg.Limits, Version: cfg.Version, NodeID: n.ID,
+		Port: n.ln.Addr().(*net.TCPAddr).Port, Bind: cfg.Bind, Logger: cfg.Logger, MaxClients: cfg.MaxClients,
+		Segments: n.Segments, Cluster: n.Cluster, RequestTimeout: n.Cluster.Timing().Request,
+	}, n.Gen)
+	var serving net.Listener = n.ln
+	if cfg.TLSServer != nil {
+		serving = tls.NewListener(n.ln, cfg.TLSServer)
+	}
+	go func() { n.served <- n.Server.Serve(serving) }()
+	st := n.Gen.Status()
+	n.log.Info("listening", "addr", n.ln.Addr().String(), "advertise", n.Addr, "raft_addr", n.Cluster.RaftAddr(),
+		"version", cfg.Version, "node_id", n.ID, "cluster_id", n.Cluster.ClusterID(), "worker_id", worker,
+		"layout", cfg.Layout.String(), "dir", cfg.Dir, "logical_clock_ms", st.LogicalMS, "high_water_ms", st.HighWaterMS,
+		"lease_end_ms", st.LeaseEndMS)
+	return n, nil
+}
+
+// Served delivers the RESP server's error if it stops on its own.
+func (n *Node) Served() <-chan error { return n.served }
+
+// Close stops serving, stops the background loops and closes the parts in
+// reverse order. The generator lowers its high-water to the last ID issued.
+func (n *Node) Close() error {
+	n.closeOnce.Do(func() {
+		n.Server.Close()
+		n.stop()
+		n.background.Wait()
+		var errs []error
+		if err := n.Gen.Close(); err != nil && !errors.Is(err, engine.ErrClosed) {
+			errs = append(errs, fmt.Errorf("closing the generator: %w", err))
+		}
+		if err := n.Cluster.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("closing raft: %w", err))
+		}
+		if err := n.Store.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("closing the store: %w", err))
+		}
+		n.closeErr = errors.Join(errs...)
+	})
+	return n.closeErr
+}
+
+// workerID checks in with the cluster and returns the node's worker ID,
+// the ID time its generator starts above, and its lease end. A new node is
+// given a worker ID (joining through cfg.Join, or as the bootstrapped single
+// node) and keeps it. A restarted node keeps the one in its directory; the
+// cluster checks it is still that member (a forgotten node is refused) and
+// learns its addresses. If the cluster cannot be reached in time the node
+// serves from its own state (its lease bounds how long) and keeps trying in
+// the background, except when its directory holds a one-node cluster of its
+// own and --join names another: the "--join forgotten on first start"
+// mistake, which must be confirmed or refused before any ID leaves.
+func (n *Node) workerID() (worker, startAbove, lease int64, err error) {
+	w, above, stored, err := n.Store.Worker()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	ownCluster := stored && n.cfg.Join != "" && n.cfg.Join != n.Addr && n.onlyMember()
+	mustConfirm := !stored || ownCluster
+	wait := 10 * time.Second
+	if mustConfirm {
+		wait = joinWait
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	jw, jabove, jlease, err := n.checkIn(ctx, !ownCluster)
+	cancel()
+	switch {
+	case err == nil && !stored:
+		n.log.Info("worker ID assigned", "worker_id", jw, "start_above_ms", jabove, "lease_end_ms", jlease)
+		return jw, jabove, jlease, n.Store.SetWorkerSync(jw, jabove)
+	case err == nil && jw != w:
+		return 0, 0, 0, fmt.Errorf("the cluster holds node %s as worker %d, its directory %s says %d: start it on an empty --dir", n.ID, jw, n.cfg.Dir, w)
+	case err == nil:
+		return w, above, max(jlease, n.Cluster.Lease()), nil
+	case ownCluster:
+		return 0, 0, 0, fmt.Errorf("this directory holds a one-node cluster of its own (%s) and --join %s cannot confirm it is the same cluster: %w",
+			n.Cluster.ClusterID(), n.cfg.Join, err)
+	case mustConfirm || errors.Is(err, cluster.ErrRefused):
+		return 0, 0, 0, err
+	}
+	n.log.Warn("cannot reach the cluster yet: serving from this directory's state (for at most the worker lease) and retrying",
+		"err", err)
+	n.checkInLater = true
+	return w, above, n.Cluster.Lease(), nil
+}
+
+// onlyMember reports whether the local state machine knows no member but
+// this node.
+func (n *Node) onlyMember() bool {
+	for _, m := range n.Cluster.Status().Members {
+		if m.NodeID != n.ID {
+			return false
+		}
+	}
+	return true
+}
+
+// checkIn asks the cluster to take this node as a member (CLUSTER JOIN):
+// through its own Raft view when viaCluster (this node leads, or knows the
+// leader), else or then through the RESP ports of the other members and
+// cfg.Join. It retries while there is no answer, until ctx ends; a refusal
+// ends it at once.
+func (n *Node) checkIn(ctx context.Context, viaCluster bool) (worker, startAbove, lease int64, err error) {
+	for attempt := 1; ; attempt++ {
+		if viaCluster {
+			actx, cancel := context.WithTimeout(ctx, n.Cluster.Timing().Call)
+			worker, startAbove, lease, err = n.Cluster.Join(actx, n.ID, n.Cluster.RaftAddr(), n.Addr)
+			cancel()
+		} else {
+			err = cluster.ErrNoLeader
+		}
+		if err != nil && !errors.Is(err, cluster.ErrRefused) {
+			for _, member := range append(n.Cluster.PeerAddrs(), n.cfg.Join) {
+				if member == "" || member == n.Addr {
+					continue
+				}
+				if worker, startAbove, lease, err = n.joinThrough(ctx, member); err == nil || errors.Is(err, cluster.ErrRefused) {
+					break
+				}
+			}
+		}
+		if err == nil || errors.Is(err, cluster.ErrRefused) {
+			return worker, startAbove, lease, err
+		}
+		if attempt%8 == 0 {
+			n.log.Info("waiting for the cluster to take this node", "via", n.cfg.Join, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, 0, 0, fmt.Errorf("no answer from the cluster: %w", err)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// joinThrough sends CLUSTER JOIN to a member's RESP port. An error reply
+// other than TRYAGAIN is a refusal.
+func (n *Node) joinThrough(ctx context.Context, member string) (worker, startAbove, lease int64, err error) {
+	c := redis.NewClient(&redis.Options{Addr: member, Password: n.cfg.RequirePass, TLSConfig: n.cfg.TLSClient,
+		Protocol: 2, MaxRetries: -1, DisableIdentity: true})
+	defer c.Close()
+	v, err := c.Do(ctx, "CLUSTER", "JOIN", n.ID, n.Cluster.RaftAddr(), n.Addr).Int64Slice()
+	var re redis.Error
+	switch {
+	case errors.As(err, &re) && !strings.HasPrefix(re.Error(), "TRYAGAIN"):
+		return 0, 0, 0, fmt.Errorf("%w: %s answered: %v", cluster.ErrRefused, member, err)
+	case err != nil:
+		return 0, 0, 0, err
+	case len(v) != 3:
+		return 0, 0, 0, fmt.Errorf("%s answered CLUSTER JOIN with %v", member, v)
+	}
+	return v[0], v[1], v[2], nil
+}
+
+// checkInLoop keeps checking in, in the background, after a start that
+// could not reach the cluster.
+func (n *Node) checkInLoop(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	_, _, _, err := n.checkIn(ctx, true)
+	switch {
+	case errors.Is(err, cluster.ErrRefused):
+		n.log.Error("the cluster refuses this node: it stops issuing IDs when its worker lease ends", "err", err)
+	case err != nil && ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
+		n.log.Warn("could not reach the cluster to announce this node's addresses", "err", err)
+	}
+}
+
+// renewLease keeps the worker lease about WorkerLease ahead, renewing when
+// a quarter of it is used; the hot path never waits for it. While renewals
+// fail it retries often and tells the generator why, for the TRYAGAIN it
+// answers once the lease ends.
+func (n *Node) renewLease(ctx context.Context) {
+	lease := n.cfg.WorkerLease
+	epoch := n.cfg.Layout.Epoch.UnixMilli()
+	for {
+		st := n.Gen.Status()
+		wall := n.cfg.Now().UnixMilli() - epoch
+		wait := lease / 4
+		if st.LeaseEndMS-max(wall, st.LastTimeMS) < lease.Milliseconds()*3/4 {
+			rctx, cancel := context.WithTimeout(ctx, n.Cluster.Timing().Call)
+			end, err := n.Cluster.RenewLease(rctx, n.Worker, max(wall, st.LastTimeMS)+lease.Milliseconds())
+			cancel()
+			switch {
+			case err == nil:
+				n.Gen.SetLease(end)
+				n.Gen.SetLeaseProblem("")
+			case errors.Is(err, cluster.ErrNotMember):
+				n.Gen.SetLeaseProblem("this node is no longer a member of the cluster (CLUSTER FORGET?); start it on an empty --dir to join again")
+				wait = lease / 8
+			case errors.Is(err, cluster.ErrNoLeader):
+				n.Gen.SetLeaseProblem("cannot reach the cluster's quorum to renew it")
+				wait = min(lease/8, 500*time.Millisecond)
+			default:
+				n.Gen.SetLeaseProblem("cannot renew it: " + err.Error())
+				wait = min(lease/8, 500*time.Millisecond)
+			}
+		} else {
+			wait = min(wait, time.Duration(st.LeaseEndMS-max(wall, st.LastTimeMS)-lease.Milliseconds()*3/4+1)*time.Millisecond)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(max(wait, 10*time.Millisecond)):
+		}
+	}
+}
+
+// freeIfZero turns host:0 into host:port with a port free right now.
+func freeIfZero(addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("--raft-addr %q: %v", addr, err)
+	}
+	if port != "0" {
+		return addr, nil
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}

@@ -1,0 +1,288 @@
+package main
+
+// Process tests of "never a duplicate, whatever the operator does": each
+// starts real idserver processes on loopback and makes one of the mistakes
+// an operator makes in the first week.
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// collectIDs runs NEXTID 100 on each client from several connections for a
+// while and fails the test on a repeat across all of them.
+func collectIDs(t *testing.T, d time.Duration, clients ...*redis.Client) int {
+	t.Helper()
+	var mu sync.Mutex
+	seen := map[int64]int{}
+	var wg sync.WaitGroup
+	stop := time.Now().Add(d)
+	for ci, c := range clients {
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Now().Before(stop) {
+					ids, err := c.Do(context.Background(), "NEXTID", 100).Int64Slice()
+					if err != nil {
+						t.Errorf("client %d: %v", ci, err)
+						return
+					}
+					mu.Lock()
+					for _, id := range ids {
+						if other, dup := seen[id]; dup {
+							t.Errorf("ID %d issued by node %d and node %d", id, other, ci)
+						}
+						seen[id] = ci
+					}
+					mu.Unlock()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	return len(seen)
+}
+
+// waitExit waits for a process that must refuse to start, and returns its log.
+func waitExit(t *testing.T, p *proc, err error) string {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("the node started and serves at %s; it must refuse", p.addr)
+	}
+	select {
+	case <-p.done:
+	case <-time.After(90 * time.Second):
+		t.Fatal("a refused node did not exit")
+	}
+	if p.err == nil {
+		t.Fatalf("a refused node exited 0:\n%s", p.logText())
+	}
+	return p.logText()
+}
+
+// TestJoinForgottenOnFirstStartIsRefused (item 1): a node started once on
+// its own (the --join forgotten) holds a one-node cluster; started again
+// with --join, it is refused with both cluster IDs and the remedy, and the
+// cluster is unchanged. Started on an empty directory it joins, and the two
+// nodes' IDs never meet.
+func TestJoinForgottenOnFirstStartIsRefused(t *testing.T) {
+	a := startProc(t, t.TempDir())
+	ca := a.client()
+	idA := clusterInfo(t, ca)["cluster_id"]
+	dirB := t.TempDir()
+	b := startProc(t, dirB)
+	idB := clusterInfo(t, b.client())["cluster_id"]
+	if idA == "" || idB == "" || idA == idB {
+		t.Fatalf("cluster IDs %q and %q", idA, idB)
+	}
+	b.stop()
+	p, err := launch(t, dirB, nil, "--join", a.addr)
+	log := waitExit(t, p, err)
+	for _, want := range []string{idA, idB, "empty --dir"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the refusal does not name %q:\n%s", want, log)
+		}
+	}
+	if info := clusterInfo(t, ca); info["members"] != "1" {
+		t.Fatalf("a refused join changed the cluster: %v", info)
+	}
+	b2 := startProc(t, t.TempDir(), "--join", a.addr)
+	if w := clusterInfo(t, b2.client())["worker_id"]; w == clusterInfo(t, ca)["worker_id"] {
+		t.Fatalf("the joiner got worker %s, the same as the first node", w)
+	}
+	n := collectIDs(t, 2*time.Second, ca, b2.client())
+	t.Logf("refused a one-node cluster's directory at --join; after a clean join %d IDs from 2 nodes, no repeat", n)
+}
+
+// TestJoinerWithAnotherLayoutIsRefused (item 3).
+func TestJoinerWithAnotherLayoutIsRefused(t *testing.T) {
+	a := startProc(t, t.TempDir())
+	p, err := launch(t, t.TempDir(), nil, "--join", a.addr, "--worker-bits", "9", "--seq-bits", "13")
+	log := waitExit(t, p, err)
+	if !strings.Contains(log, "worker-bits=9") || !strings.Contains(log, "worker-bits=10") {
+		t.Fatalf("the refusal does not name both layouts:\n%s", log)
+	}
+	if info := clusterInfo(t, a.client()); info["members"] != "1" {
+		t.Fatalf("a refused join changed the cluster: %v", info)
+	}
+}
+
+// TestBogusJoinChangesNothing (item 7): a client's CLUSTER JOIN naming an
+// address where no idserver answers is refused and leaves the cluster as
+// it was, across a restart; node-to-node requests are not on the RESP port.
+func TestBogusJoinChangesNothing(t *testing.T) {
+	dir := t.TempDir()
+	a := startProc(t, dir)
+	c := a.client()
+	ctx := context.Background()
+	err := c.Do(ctx, "CLUSTER", "JOIN", "bogus", "127.0.0.1:1", "127.0.0.1:2").Err()
+	if err == nil || !strings.Contains(err.Error(), "refused") {
+		t.Fatalf("bogus join: %v", err)
+	}
+	for _, cmd := range [][]any{{"CLUSTER", "ALLOC", "t", 5}, {"CLUSTER", "HIGHWATER", "x", 5}} {
+		if err := c.Do(ctx, cmd...).Err(); err == nil || !strings.Contains(err.Error(), "unknown subcommand") {
+			t.Fatalf("%v answered a client: %v", cmd, err)
+		}
+	}
+	check := func() {
+		if err := c.Do(ctx, "INCR", "t").Err(); err != nil {
+			t.Fatalf("INCR: %v", err)
+		}
+		high, err := c.Do(ctx, "GET", "t").Int64()
+		if err != nil {
+			t.Fatalf("GET: %v", err)
+		}
+		if err := c.Do(ctx, "SET", "t", high+1000).Err(); err != nil {
+			t.Fatalf("SET: %v", err)
+		}
+		if info := clusterInfo(t, c); info["members"] != "1" || info["role"] != "Leader" {
+			t.Fatalf("after a bogus join: %v", info)
+		}
+	}
+	check()
+	a.stop()
+	a = startProc(t, dir)
+	c = a.client()
+	check()
+}
+
+// TestSaturationIsNotClockBack (item 8): demand beyond the layout waits for
+// the clock; it never answers CLOCKBACK on a healthy clock.
+func TestSaturationIsNotClockBack(t *testing.T) {
+	a := startProc(t, t.TempDir())
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := redis.NewClient(&redis.Options{Addr: a.addr, ReadTimeout: 30 * time.Second})
+			defer c.Close()
+			for range 3 {
+				if err := c.Do(context.Background(), "GENEID", 42, 10000).Err(); err != nil {
+					t.Errorf("GENEID 42 10000: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	bench := needTool(t, "redis-benchmark")
+	out, err := exec.Command(bench, "-p", a.port, "-c", "8", "-n", "2000", "NEXTID", "10000").CombinedOutput()
+	if err != nil || strings.Contains(string(out), "CLOCKBACK") || strings.Contains(string(out), "ERR") {
+		t.Fatalf("redis-benchmark NEXTID 10000: %v\n%s", err, out)
+	}
+}
+
+// TestEpochInTheFutureRefused (item 9).
+func TestEpochInTheFutureRefused(t *testing.T) {
+	dir := t.TempDir()
+	code, out := runToExit(t, "--dir", dir, "--port", "0", "--epoch", "2030-01-01T00:00:00Z")
+	if code != 2 || !strings.Contains(out, "future") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	// 2^35 ms is about 398 days: an epoch 100 days ago leaves under a year.
+	epoch := time.Now().UTC().AddDate(0, 0, -100).Truncate(time.Second).Format(time.RFC3339)
+	code, out = runToExit(t, "--dir", dir, "--port", "0", "--epoch", epoch, "--time-bits", "35", "--worker-bits", "10", "--seq-bits", "18")
+	if code != 2 || !strings.Contains(out, "year") {
+		t.Fatalf("an epoch leaving no time bits: exit %d:\n%s", code, out)
+	}
+}
+
+// TestThreeMachines deploys three nodes as on three machines: each binds
+// its own address (127.0.0.1, .2, .3, which all reach loopback), on the
+// same ports, and advertises it. CLUSTER LEADER names a reachable address,
+// and every node serves.
+func TestThreeMachines(t *testing.T) {
+	port, raftPort := freePort(t), freePort(t)
+	var procs []*proc
+	for i := 1; i <= 3; i++ {
+		host := fmt.Sprintf("127.0.0.%d", i)
+		args := []string{"--bind", host, "--port", strconv.Itoa(port), "--raft-addr", fmt.Sprintf("%s:%d", host, raftPort)}
+		if i > 1 {
+			args = append(args, "--join", fmt.Sprintf("127.0.0.1:%d", port))
+		}
+		p, err := launch(t, t.TempDir(), nil, args...) // the later --port wins over launch's --port 0
+		if err != nil {
+			t.Fatal(err)
+		}
+		procs = append(procs, p)
+	}
+	var clients []*redis.Client
+	for _, p := range procs {
+		c := p.client()
+		leader, err := c.Do(context.Background(), "CLUSTER", "LEADER").Text()
+		if err != nil || leader != fmt.Sprintf("127.0.0.1:%d", port) {
+			t.Fatalf("CLUSTER LEADER on %s: %q %v", p.addr, leader, err)
+		}
+		if err := c.Do(context.Background(), "INCR", "orders").Err(); err != nil {
+			t.Fatalf("INCR on %s: %v", p.addr, err)
+		}
+		clients = append(clients, c)
+	}
+	n := collectIDs(t, time.Second, clients...)
+	t.Logf("3 nodes on 127.0.0.1-3, same ports: %d IDs, no repeat", n)
+}
+
+// TestQuorumLostForGood: two of three members are lost for good; the
+// survivor, restarted with --recover, serves alone above everything the
+// lost members could have issued, and a new node joins it.
+func TestQuorumLostForGood(t *testing.T) {
+	ms := startMembers(t, 3)
+	ctx := context.Background()
+	seen := map[int64]bool{}
+	var top int64
+	for _, m := range ms {
+		c := m.p.client()
+		for range 50 {
+			v, err := c.Do(ctx, "INCR", "orders").Int64()
+			if err != nil {
+				t.Fatal(err)
+			}
+			top = max(top, v)
+		}
+		ids, err := c.Do(ctx, "NEXTID", 1000).Int64Slice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range ids {
+			seen[id] = true
+		}
+	}
+	ms[1].p.kill()
+	ms[2].p.kill()
+	ms[0].p.stop()
+	p, err := launch(t, ms[0].dir, nil, "--port", ms[0].port, "--raft-addr", "127.0.0.1:"+ms[0].raft, "--recover")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := p.client()
+	v, err := c.Do(ctx, "INCR", "orders").Int64()
+	if err != nil || v <= top+1_000_000_000_000-1 {
+		t.Fatalf("INCR after --recover: %d %v (lost members reached %d)", v, err, top)
+	}
+	if info := clusterInfo(t, c); info["members"] != "1" || info["role"] != "Leader" {
+		t.Fatalf("after --recover: %v", info)
+	}
+	n := startProc(t, t.TempDir(), "--join", p.addr)
+	for _, q := range []*proc{p, n} {
+		ids, err := q.client().Do(ctx, "NEXTID", 1000).Int64Slice()
+		if err != nil {
+			t.Fatalf("NEXTID after recovery on %s: %v", q.addr, err)
+		}
+		for _, id := range ids {
+			if seen[id] {
+				t.Fatalf("ID %d issued again after recovery", id)
+			}
+			seen[id] = true
+		}
+	}
+}

@@ -325,19 +325,50 @@ func (c *Cluster) runGroupCommit() {
 	}
 }
 
-// Set raises tag's floor to v, on the leader.
-func (c *Cluster) Set(ctx context.Context, tag string, v int64) error {
+// Set raises tag's floor to v, on the leader. cond is "", "NX" (only if
+// the tag does not exist) or "XX" (only if it exists), decided in the same
+// Apply as the raise. It returns the tag's high-water before the SET and
+// whether the tag existed; whether the SET applied follows from cond and
+// existed.
+func (c *Cluster) Set(ctx context.Context, tag string, v int64, cond string) (old int64, existed bool, err error) {
+	code := setAlways
+	switch cond {
+	case "":
+	case "NX":
+		code = setNX
+	case "XX":
+		code = setXX
+	default:
+		return 0, false, fmt.Errorf("unknown SET condition %q", cond)
+	}
 	if !c.IsLeader() {
-		return wireError(c.forward(ctx, "SET", tag, v).Err())
+		args := []any{"SET", tag, v}
+		if cond != "" {
+			args = append(args, cond)
+		}
+		s, err := c.forward(ctx, append(args, "GET")...).Text()
+		switch {
+		case errors.Is(err, redis.Nil):
+			return 0, false, nil
+		case err != nil:
+			return 0, false, wireError(err)
+		}
+		old, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, false, fmt.Errorf("SET GET answered %q", s)
+		}
+		return old, true, nil
 	}
-	resp, err := c.apply(newEntry(entrySet).string(tag).varint(v))
+	e := newEntry(entrySet).string(tag).varint(v)
+	if code != setAlways {
+		e = e.uvarint(uint64(code))
+	}
+	resp, err := c.apply(e)
 	if err != nil {
-		return err
+		return 0, false, err
 	}
-	if e, ok := resp.(error); ok {
-		return e
-	}
-	return nil
+	res := resp.(setResult)
+	return res.Old, res.Existed, res.Err
 }
 
 // Join makes node a voter (when raftAddr is new) and a member with a

@@ -19,7 +19,7 @@ import (
 // Log entry types: one type byte, then the payload.
 const (
 	entryAlloc     byte = 1 // group of (tag, n): allocate n values of each
-	entrySet       byte = 2 // tag, v: raise the tag's floor to v
+	entrySet       byte = 2 // tag, v[, cond]: raise the tag's floor to v (cond: setNX, setXX; absent in old entries)
 	entryJoin      byte = 3 // node ID, raft address, RESP address[, fresh]: a member, with a worker ID
 	entryForget    byte = 4 // node ID: gone for good, its worker ID free for reuse
 	entryHighWater byte = 5 // node ID, ms: the node's replicated snowflake high-water
@@ -73,6 +73,23 @@ type allocItem struct {
 type allocResult struct {
 	First, Last int64
 	Err         error
+}
+
+// SET conditions as entrySet carries them: a SET NX or XX is decided in
+// Apply, so two concurrent SET NX cannot both succeed.
+const (
+	setAlways byte = 0
+	setNX     byte = 1 // only a tag that does not exist
+	setXX     byte = 2 // only a tag that exists
+)
+
+// setResult answers entrySet: the high-water before it, whether the tag
+// existed, and the refusal when v is below the high-water. A SET whose
+// condition failed changes nothing and has no Err.
+type setResult struct {
+	Old     int64
+	Existed bool
+	Err     error
 }
 
 // joinResult answers entryJoin.
@@ -183,10 +200,19 @@ func (f *fsm) applyAlloc(d *decoder, b *persist.Batch) any {
 
 func (f *fsm) applySet(d *decoder, b *persist.Batch) any {
 	tag, v := d.string(), d.varint()
+	cond := setAlways
+	if len(d.b) > 0 {
+		cond = byte(d.uvarint())
+	}
 	d.end()
-	t := f.tags[tag]
+	t, existed := f.tags[tag]
+	res := setResult{Old: t.high(), Existed: existed}
+	if (cond == setNX && existed) || (cond == setXX && !existed) {
+		return res
+	}
 	if v < t.high() {
-		return fmt.Errorf("%w: %s is at %d", engine.ErrWouldGoBack, tag, t.high())
+		res.Err = fmt.Errorf("%w: %s is at %d", engine.ErrWouldGoBack, tag, t.high())
+		return res
 	}
 	t.Floor = v
 	f.tags[tag] = t
@@ -194,7 +220,7 @@ func (f *fsm) applySet(d *decoder, b *persist.Batch) any {
 	if f.onFloor != nil {
 		f.onFloor(tag, v)
 	}
-	return nil
+	return res
 }
 
 func (f *fsm) applyJoin(d *decoder, b *persist.Batch) any {

@@ -201,7 +201,10 @@ func cmdEcho(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	conn.WriteBulk(args[1])
 }
 
+// cmdQuit answers OK and closes. The commands redcon already read behind
+// QUIT in the same pipeline are dropped first: its loop would run them.
 func cmdQuit(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+	conn.ReadPipeline()
 	conn.WriteString("OK")
 	conn.Close()
 }

@@ -57,6 +57,11 @@ func init() {
 		{name: "command", arity: -1, flags: []string{"slow"}, summary: "Describe the commands", handler: cmdCommand},
 		{name: "config", arity: -2, flags: []string{"slow"}, summary: "Read configuration parameters", handler: cmdConfig},
 		{name: "info", arity: -1, flags: []string{"slow"}, summary: "Server information and statistics", handler: cmdInfo},
+		{name: "multi", arity: 1, flags: []string{"fast"}, summary: "Start a transaction", handler: cmdMulti},
+		{name: "exec", arity: 1, flags: []string{"slow"}, summary: "Run the queued commands", handler: cmdExec},
+		{name: "discard", arity: 1, flags: []string{"fast"}, summary: "Drop the queued commands", handler: cmdDiscard},
+		{name: "watch", arity: -2, flags: []string{"fast"}, summary: "Refused: use INCRBY or SET NX", handler: cmdWatch},
+		{name: "unwatch", arity: 1, flags: []string{"fast"}, summary: "Forget a refused WATCH", handler: cmdUnwatch},
 		{name: "time", arity: 1, flags: []string{"fast"}, summary: "The server time", handler: cmdTime},
 	} {
 		commandTable[d.name] = d

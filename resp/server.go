@@ -101,6 +101,7 @@ type client struct {
 	timed   int     // commands answered, for latency sampling
 	errors  int64   // error replies written on this connection
 	ids     []int64 // reused reply buffer
+	tx      txState // MULTI ... EXEC
 }
 
 // Serve answers connections from ln until Close. It returns nil after Close.
@@ -173,7 +174,6 @@ func (s *Server) connectedClients() int {
 
 func (s *Server) handle(conn redcon.Conn, cmd redcon.Command) {
 	c := conn.Context().(*client)
-	s.stats.commands.Add(1)
 	var lower [24]byte
 	name := cmd.Args[0]
 	var def *command
@@ -186,28 +186,42 @@ func (s *Server) handle(conn redcon.Conn, cmd redcon.Command) {
 		}
 		def = commandTable[string(lower[:len(name)])]
 	}
-	if def == nil {
-		s.errorReply(conn, unknownCommand(cmd.Args))
-		return
+	switch {
+	case def == nil:
+		s.refuse(c, conn, unknownCommand(cmd.Args))
+	case !c.authed && !def.beforeAuth:
+		s.refuse(c, conn, "NOAUTH Authentication required.")
+	case !def.arityOK(len(cmd.Args)):
+		s.refuse(c, conn, wrongArity(def.name))
+	case c.tx.active && !notQueued[def.name]:
+		s.queue(c, conn, def, cmd.Args)
+	default:
+		s.dispatch(c, conn, def, cmd.Args)
 	}
-	if !c.authed && !def.beforeAuth {
-		s.errorReply(conn, "NOAUTH Authentication required.")
-		return
+}
+
+// refuse answers a command that cannot run; inside MULTI it also makes
+// EXEC abort, as in Redis.
+func (s *Server) refuse(c *client, conn redcon.Conn, msg string) {
+	if c.tx.active {
+		c.tx.dirty = true
 	}
-	if !def.arityOK(len(cmd.Args)) {
-		s.errorReply(conn, wrongArity(def.name))
-		return
-	}
+	s.errorReply(conn, msg)
+}
+
+// dispatch runs a command and counts it, at once or inside EXEC.
+func (s *Server) dispatch(c *client, conn redcon.Conn, def *command, args [][]byte) {
+	s.stats.commands.Add(1)
 	c.lastCmd, c.cmd = def.name, def.index
 	errorsBefore := c.errors
 	st := &s.cmdStats[def.index]
 	st.calls.Add(1)
 	if c.timed++; c.timed%latencySample == 0 {
 		start := time.Now()
-		def.handler(s, c, conn, cmd.Args)
+		def.handler(s, c, conn, args)
 		st.observe(time.Since(start))
 	} else {
-		def.handler(s, c, conn, cmd.Args)
+		def.handler(s, c, conn, args)
 	}
 	if c.errors != errorsBefore {
 		st.errors.Add(1)

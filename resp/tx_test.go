@@ -1,0 +1,74 @@
+package resp
+
+import (
+	"strings"
+	"testing"
+)
+
+// replies reads n RESP2 reply lines, bulk bodies joined to their header.
+func replies(t *testing.T, rd interface{ ReadString(byte) (string, error) }, n int) []string {
+	t.Helper()
+	var out []string
+	for range n {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			t.Fatalf("read: %v after %q", err, out)
+		}
+		out = append(out, strings.TrimSuffix(line, "\r\n"))
+	}
+	return out
+}
+
+func TestTransactions(t *testing.T) {
+	srv, addr := startServerT(t, Config{})
+	conn, rd := dial(t, addr)
+
+	// DISCARD leaves no trace: nothing queued ran.
+	send(t, conn, "MULTI\r\nNEXTID\r\nGENEOF buyer\r\nDISCARD\r\n")
+	if got := strings.Join(replies(t, rd, 4), " "); got != "+OK +QUEUED +QUEUED +OK" {
+		t.Fatalf("MULTI ... DISCARD: %s", got)
+	}
+	if n := calls(srv, "nextid"); n != 0 {
+		t.Fatalf("NEXTID ran %d times after DISCARD", n)
+	}
+
+	// EXEC runs the queue in order; a failing command is one error element.
+	send(t, conn, "MULTI\r\nNEXTID\r\nDECODE x\r\nECHO hi\r\nEXEC\r\n")
+	got := replies(t, rd, 9)
+	if strings.Join(got[:5], " ") != "+OK +QUEUED +QUEUED +QUEUED *3" || got[5][0] != ':' ||
+		got[6] != "-ERR invalid id" || got[7] != "$2" || got[8] != "hi" {
+		t.Fatalf("MULTI ... EXEC: %q", got)
+	}
+	if n := calls(srv, "nextid"); n != 1 {
+		t.Fatalf("NEXTID counted %d times after EXEC, want 1", n)
+	}
+
+	// Errors while queueing abort EXEC, and nothing runs.
+	send(t, conn, "MULTI\r\nNEXTID\r\nNOSUCH x\r\nECHO\r\nEXEC\r\nEXEC\r\n")
+	want := "+OK +QUEUED -ERR unknown command 'NOSUCH', with args beginning with: 'x'  " +
+		"-ERR wrong number of arguments for 'echo' command -EXECABORT Transaction discarded because of previous errors. -ERR EXEC without MULTI"
+	if got := strings.Join(replies(t, rd, 6), " "); got != want {
+		t.Fatalf("queueing errors:\n got %s\nwant %s", got, want)
+	}
+	if n := calls(srv, "nextid"); n != 1 {
+		t.Fatalf("NEXTID ran in an aborted transaction")
+	}
+
+	// Nested MULTI and WATCH inside MULTI are errors that do not abort.
+	send(t, conn, "MULTI\r\nMULTI\r\nWATCH a\r\nPING\r\nEXEC\r\n")
+	want = "+OK -ERR MULTI calls can not be nested -ERR WATCH inside MULTI is not allowed +QUEUED *1 +PONG"
+	if got := strings.Join(replies(t, rd, 6), " "); got != want {
+		t.Fatalf("nested:\n got %s\nwant %s", got, want)
+	}
+
+	// A refused WATCH fails the next EXEC, unless UNWATCH came between.
+	send(t, conn, "WATCH a\r\nMULTI\r\nPING\r\nEXEC\r\nWATCH a\r\nUNWATCH\r\nMULTI\r\nPING\r\nEXEC\r\n")
+	got = replies(t, rd, 10)
+	if !strings.HasPrefix(got[0], "-ERR WATCH is not supported") || !strings.HasPrefix(got[3], "-EXECABORT") ||
+		strings.Join(got[5:], " ") != "+OK +OK +QUEUED *1 +PONG" {
+		t.Fatalf("WATCH: %q", got)
+	}
+	if n := calls(srv, "ping"); n != 2 {
+		t.Fatalf("PING ran %d times, want 2", n)
+	}
+}

@@ -28,6 +28,9 @@ type ClusterNode interface {
 	Get(tag string) (int64, bool)
 	High(ctx context.Context, tag string) (int64, bool)
 	Size() int
+	// ScanTags pages over the tags in sorted order: up to count tags from
+	// cursor, and the next cursor (0 after the last page).
+	ScanTags(cursor uint64, count int) (next uint64, tags []string)
 	Join(ctx context.Context, node, raftAddr, respAddr string, fresh bool) (worker, startAboveMS int64, err error)
 	Forget(ctx context.Context, node string) error
 	HighWaterFor(ctx context.Context, node string, ms int64) error
@@ -50,6 +53,8 @@ func init() {
 		{name: "set", arity: -3, flags: []string{"write"}, summary: "Raise a tag: every later value is above v; NX, XX, GET as Redis", handler: cmdSet},
 		{name: "setnx", arity: 3, flags: []string{"write", "fast"}, summary: "Create a tag at v if it does not exist", handler: cmdSetNX},
 		{name: "exists", arity: -2, flags: []string{"readonly", "fast"}, summary: "How many of the tags exist", handler: cmdExists},
+		{name: "scan", arity: -2, flags: []string{"readonly"}, summary: "Page over the tags: SCAN cursor [MATCH pattern] [COUNT n] [TYPE string]", handler: cmdScan},
+		{name: "type", arity: 2, flags: []string{"readonly", "fast"}, summary: "string for a tag, none for an unknown one", handler: cmdType},
 		{name: "dbsize", arity: 1, flags: []string{"readonly", "fast"}, summary: "The number of tags", handler: cmdDBSize},
 		{name: "decr", arity: 2, flags: []string{"write"}, summary: "Refused: values never go back", handler: cmdNeverBack},
 		{name: "decrby", arity: 3, flags: []string{"write"}, summary: "Refused: values never go back", handler: cmdNeverBack},

@@ -36,6 +36,12 @@ type Config struct {
 	MaxClients int              // connections at once; 10000 when 0
 	Segments   SegmentServer    // INCR, INCRBY, NEXTSEG; nil: refused
 	Cluster    ClusterNode      // GET, SET, EXISTS, DBSIZE, CLUSTER; nil: refused
+	// Ready reports whether the node serves yet. Until it first says true,
+	// every command but the connection and introspection ones (PING, ECHO,
+	// QUIT, HELLO, AUTH, SELECT, CLIENT, COMMAND, CONFIG, INFO, TIME) is
+	// answered "-LOADING ...", as Redis answers while it loads, and INFO
+	// says loading:1. Once true it is not asked again. nil: ready at once.
+	Ready func() bool
 }
 
 // RedisVersion is the Redis version whose behaviour the server follows; it
@@ -55,6 +61,7 @@ type Server struct {
 	nextClientID atomic.Int64
 	stats        stats
 	clockBehind  atomic.Bool    // answering CLOCKBACK; logged on each change
+	ready        atomic.Bool    // Config.Ready said true once
 	cmdStats     []commandStats // by command index
 	errorsByCode []atomic.Int64 // by ErrorCodes index
 }
@@ -193,11 +200,25 @@ func (s *Server) handle(conn redcon.Conn, cmd redcon.Command) {
 		s.refuse(c, conn, "NOAUTH Authentication required.")
 	case !def.arityOK(len(cmd.Args)):
 		s.refuse(c, conn, wrongArity(def.name))
+	case !def.whileLoading && !s.isReady():
+		s.refuse(c, conn, "LOADING idserver is starting: waiting for its worker ID and a Raft leader")
 	case c.tx.active && !notQueued[def.name]:
 		s.queue(c, conn, def, cmd.Args)
 	default:
 		s.dispatch(c, conn, def, cmd.Args)
 	}
+}
+
+// isReady reports whether the node serves every command (Config.Ready).
+func (s *Server) isReady() bool {
+	if s.ready.Load() {
+		return true
+	}
+	if s.cfg.Ready == nil || s.cfg.Ready() {
+		s.ready.Store(true)
+		return true
+	}
+	return false
 }
 
 // refuse answers a command that cannot run; inside MULTI it also makes

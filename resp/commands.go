@@ -20,6 +20,8 @@ type command struct {
 	// whileLoading: answered before the node is ready (Redis's "loading" flag)
 	whileLoading bool
 	flags        []string
+	keys         [3]int // first key, last key (-1: the last argument), step; zero: no key
+	subcommands  bool   // CLIENT, COMMAND, CONFIG, CLUSTER: named "client|list" in CLIENT LIST
 	summary      string
 	handler      func(s *Server, c *client, conn redcon.Conn, args [][]byte)
 }
@@ -52,14 +54,14 @@ func init() {
 		{name: "hello", arity: -1, whileLoading: true, beforeAuth: true, flags: []string{"fast"}, summary: "Handshake: protocol version, AUTH, SETNAME", handler: cmdHello},
 		{name: "auth", arity: -2, whileLoading: true, beforeAuth: true, flags: []string{"fast"}, summary: "Authenticate the connection", handler: cmdAuth},
 		{name: "select", arity: 2, whileLoading: true, flags: []string{"fast"}, summary: "Select database 0 (the only one)", handler: cmdSelect},
-		{name: "client", arity: -2, whileLoading: true, flags: []string{"slow"}, summary: "Connection commands", handler: cmdClient},
-		{name: "command", arity: -1, whileLoading: true, flags: []string{"slow"}, summary: "Describe the commands", handler: cmdCommand},
-		{name: "config", arity: -2, whileLoading: true, flags: []string{"slow"}, summary: "Read configuration parameters", handler: cmdConfig},
+		{name: "client", arity: -2, subcommands: true, whileLoading: true, flags: []string{"slow"}, summary: "Connection commands", handler: cmdClient},
+		{name: "command", arity: -1, subcommands: true, whileLoading: true, flags: []string{"slow"}, summary: "Describe the commands", handler: cmdCommand},
+		{name: "config", arity: -2, subcommands: true, whileLoading: true, flags: []string{"slow"}, summary: "Read configuration parameters", handler: cmdConfig},
 		{name: "info", arity: -1, whileLoading: true, flags: []string{"slow"}, summary: "Server information and statistics", handler: cmdInfo},
 		{name: "multi", arity: 1, whileLoading: true, flags: []string{"fast"}, summary: "Start a transaction", handler: cmdMulti},
 		{name: "exec", arity: 1, whileLoading: true, flags: []string{"slow"}, summary: "Run the queued commands", handler: cmdExec},
 		{name: "discard", arity: 1, whileLoading: true, flags: []string{"fast"}, summary: "Drop the queued commands", handler: cmdDiscard},
-		{name: "watch", arity: -2, whileLoading: true, flags: []string{"fast"}, summary: "Refused: use INCRBY or SET NX", handler: cmdWatch},
+		{name: "watch", arity: -2, keys: allKeys, whileLoading: true, flags: []string{"fast"}, summary: "Refused: use INCRBY or SET NX", handler: cmdWatch},
 		{name: "unwatch", arity: 1, whileLoading: true, flags: []string{"fast"}, summary: "Forget a refused WATCH", handler: cmdUnwatch},
 		{name: "time", arity: 1, whileLoading: true, flags: []string{"fast"}, summary: "The server time", handler: cmdTime},
 	} {
@@ -367,6 +369,10 @@ func cmdClient(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 		conn.WriteString("OK")
 	case "setinfo":
 		attr := strings.ToLower(string(args[2]))
+		if (attr == "lib-name" || attr == "lib-ver") && !validClientName(args[3]) {
+			s.errorReply(conn, "ERR "+attr+" cannot contain spaces, newlines or special characters.")
+			return
+		}
 		switch attr {
 		case "lib-name":
 			c.libName = string(args[3])
@@ -378,24 +384,70 @@ func cmdClient(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 		}
 		conn.WriteString("OK")
 	case "info":
-		conn.WriteBulkString(s.clientLine(c) + "\n")
+		conn.WriteBulkString(s.clientLine(c, true) + "\n")
 	case "list":
-		s.mu.Lock()
-		var b strings.Builder
-		for other := range s.clients {
-			b.WriteString(s.clientLine(other) + "\n")
-		}
-		s.mu.Unlock()
-		conn.WriteBulkString(b.String())
+		s.clientList(c, conn, args[2:])
 	case "no-evict", "no-touch":
 		conn.WriteString("OK")
 	}
 }
 
-// clientLine is one line of CLIENT INFO / CLIENT LIST.
-func (s *Server) clientLine(c *client) string {
-	return fmt.Sprintf("id=%d addr=%s laddr=%s fd=0 name=%s age=%d idle=0 flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=%s user=default redir=-1 resp=%d lib-name=%s lib-ver=%s",
-		c.id, c.addr, c.conn.LocalAddr(), c.name, int(time.Since(c.created).Seconds()), c.lastCmd, c.proto, c.libName, c.libVer)
+// clientList: CLIENT LIST [TYPE normal|master|replica|pubsub] [ID id ...],
+// in connection order, as Redis 7 filters it.
+func (s *Server) clientList(c *client, conn redcon.Conn, args [][]byte) {
+	var ids map[int64]bool
+	switch {
+	case len(args) == 0:
+	case len(args) == 2 && strings.EqualFold(string(args[0]), "type"):
+		switch strings.ToLower(string(args[1])) {
+		case "normal":
+		case "master", "replica", "slave", "pubsub":
+			conn.WriteBulkString("") // none of idserver's clients is one
+			return
+		default:
+			s.errorReply(conn, "ERR Unknown client type '"+clip(args[1], 128)+"'")
+			return
+		}
+	case len(args) >= 2 && strings.EqualFold(string(args[0]), "id"):
+		ids = map[int64]bool{}
+		for _, a := range args[1:] {
+			id, ok := parseInt64(a)
+			if !ok || id < 1 {
+				s.errorReply(conn, "ERR Invalid client ID")
+				return
+			}
+			ids[id] = true
+		}
+	default:
+		s.errorReply(conn, "ERR syntax error")
+		return
+	}
+	s.mu.Lock()
+	clients := make([]*client, 0, len(s.clients))
+	for other := range s.clients {
+		if ids == nil || ids[other.id] {
+			clients = append(clients, other)
+		}
+	}
+	s.mu.Unlock()
+	sort.Slice(clients, func(i, j int) bool { return clients[i].id < clients[j].id })
+	var b strings.Builder
+	for _, other := range clients {
+		b.WriteString(s.clientLine(other, other == c) + "\n")
+	}
+	conn.WriteBulkString(b.String())
+}
+
+// clientLine is one line of CLIENT INFO / CLIENT LIST, with Redis 7.2's
+// fields. self: the line is the asking connection's, whose transaction
+// state can be read (another connection's is its own goroutine's).
+func (s *Server) clientLine(c *client, self bool) string {
+	flags, multi := "N", -1
+	if self && c.tx.active {
+		flags, multi = "x", len(c.tx.queue)
+	}
+	return fmt.Sprintf("id=%d addr=%s laddr=%s fd=0 name=%s age=%d idle=0 flags=%s db=0 sub=0 psub=0 ssub=0 multi=%d qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=%s user=default redir=-1 resp=%d lib-name=%s lib-ver=%s",
+		c.id, c.addr, c.conn.LocalAddr(), c.name, int(time.Since(c.created).Seconds()), flags, multi, c.lastCmd, c.proto, c.libName, c.libVer)
 }
 
 // cmdCommand: COMMAND, COMMAND COUNT, COMMAND INFO name..., COMMAND DOCS [name...].
@@ -467,9 +519,9 @@ func writeCommandInfo(conn redcon.Conn, d *command) {
 	for _, f := range d.flags {
 		conn.WriteString(f)
 	}
-	conn.WriteInt(0) // first key
-	conn.WriteInt(0) // last key
-	conn.WriteInt(0) // step
+	conn.WriteInt(d.keys[0]) // first key
+	conn.WriteInt(d.keys[1]) // last key
+	conn.WriteInt(d.keys[2]) // step
 	conn.WriteArray(0)
 	conn.WriteArray(0)
 	conn.WriteArray(0)

@@ -38,6 +38,13 @@ type ClusterNode interface {
 	Info() [][2]string
 }
 
+// Key positions for COMMAND INFO, so that cluster-aware clients and
+// proxies find the tag.
+var (
+	oneKey  = [3]int{1, 1, 1}
+	allKeys = [3]int{1, -1, 1}
+)
+
 // MaxSegment is the largest n NEXTSEG takes.
 const MaxSegment = 1_000_000_000
 
@@ -46,20 +53,20 @@ const requestTimeout = 8 * time.Second
 
 func init() {
 	for _, d := range []*command{
-		{name: "nextseg", arity: 3, flags: []string{"write", "fast"}, summary: "Reserve n contiguous values of a tag: [first, last]", handler: cmdNextSeg},
-		{name: "incr", arity: 2, flags: []string{"write", "fast"}, summary: "The next value of a tag", handler: cmdIncr},
-		{name: "incrby", arity: 3, flags: []string{"write", "fast"}, summary: "Reserve n values of a tag, return the last", handler: cmdIncrBy},
-		{name: "get", arity: 2, flags: []string{"readonly", "fast"}, summary: "A tag's cluster-wide allocation high-water", handler: cmdGet},
-		{name: "set", arity: -3, flags: []string{"write"}, summary: "Raise a tag: every later value is above v; NX, XX, GET as Redis", handler: cmdSet},
-		{name: "setnx", arity: 3, flags: []string{"write", "fast"}, summary: "Create a tag at v if it does not exist", handler: cmdSetNX},
-		{name: "exists", arity: -2, flags: []string{"readonly", "fast"}, summary: "How many of the tags exist", handler: cmdExists},
+		{name: "nextseg", arity: 3, keys: oneKey, flags: []string{"write", "fast"}, summary: "Reserve n contiguous values of a tag: [first, last]", handler: cmdNextSeg},
+		{name: "incr", arity: 2, keys: oneKey, flags: []string{"write", "fast"}, summary: "The next value of a tag", handler: cmdIncr},
+		{name: "incrby", arity: 3, keys: oneKey, flags: []string{"write", "fast"}, summary: "Reserve n values of a tag, return the last", handler: cmdIncrBy},
+		{name: "get", arity: 2, keys: oneKey, flags: []string{"readonly", "fast"}, summary: "A tag's cluster-wide allocation high-water", handler: cmdGet},
+		{name: "set", arity: -3, keys: oneKey, flags: []string{"write"}, summary: "Raise a tag: every later value is above v; NX, XX, GET as Redis", handler: cmdSet},
+		{name: "setnx", arity: 3, keys: oneKey, flags: []string{"write", "fast"}, summary: "Create a tag at v if it does not exist", handler: cmdSetNX},
+		{name: "exists", arity: -2, keys: allKeys, flags: []string{"readonly", "fast"}, summary: "How many of the tags exist", handler: cmdExists},
 		{name: "scan", arity: -2, flags: []string{"readonly"}, summary: "Page over the tags: SCAN cursor [MATCH pattern] [COUNT n] [TYPE string]", handler: cmdScan},
-		{name: "type", arity: 2, flags: []string{"readonly", "fast"}, summary: "string for a tag, none for an unknown one", handler: cmdType},
+		{name: "type", arity: 2, keys: oneKey, flags: []string{"readonly", "fast"}, summary: "string for a tag, none for an unknown one", handler: cmdType},
 		{name: "dbsize", arity: 1, flags: []string{"readonly", "fast"}, summary: "The number of tags", handler: cmdDBSize},
-		{name: "decr", arity: 2, flags: []string{"write"}, summary: "Refused: values never go back", handler: cmdNeverBack},
-		{name: "decrby", arity: 3, flags: []string{"write"}, summary: "Refused: values never go back", handler: cmdNeverBack},
-		{name: "del", arity: -2, flags: []string{"write"}, summary: "Refused: values never go back", handler: cmdNeverBack},
-		{name: "cluster", arity: -2, flags: []string{"admin"}, summary: "INFO, LEADER, JOIN, FORGET", handler: cmdCluster},
+		{name: "decr", arity: 2, keys: oneKey, flags: []string{"write"}, summary: "Refused: values never go back", handler: cmdNeverBack},
+		{name: "decrby", arity: 3, keys: oneKey, flags: []string{"write"}, summary: "Refused: values never go back", handler: cmdNeverBack},
+		{name: "del", arity: -2, keys: allKeys, flags: []string{"write"}, summary: "Refused: values never go back", handler: cmdNeverBack},
+		{name: "cluster", arity: -2, subcommands: true, flags: []string{"admin"}, summary: "INFO, LEADER, JOIN, FORGET", handler: cmdCluster},
 	} {
 		commandTable[d.name] = d
 	}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -234,6 +235,9 @@ func (s *Server) refuse(c *client, conn redcon.Conn, msg string) {
 func (s *Server) dispatch(c *client, conn redcon.Conn, def *command, args [][]byte) {
 	s.stats.commands.Add(1)
 	c.lastCmd, c.cmd = def.name, def.index
+	if def.subcommands && len(args) > 1 {
+		c.lastCmd = def.name + "|" + strings.ToLower(string(args[1])) // as CLIENT LIST shows it
+	}
 	errorsBefore := c.errors
 	st := &s.cmdStats[def.index]
 	st.calls.Add(1)

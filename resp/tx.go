@@ -78,19 +78,24 @@ func cmdMulti(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 
 func cmdExec(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	tx := c.tx
-	c.tx.reset()
 	switch {
 	case !tx.active:
+		c.tx.reset()
 		s.errorReply(conn, "ERR EXEC without MULTI")
 	case tx.dirty:
+		c.tx.reset()
 		s.errorReply(conn, "EXECABORT Transaction discarded because of previous errors.")
 	case tx.watchRefused:
+		c.tx.reset()
 		s.errorReply(conn, "EXECABORT Transaction discarded because WATCH is not supported by idserver.")
 	default:
+		// The transaction stays open while it runs, as CLIENT INFO shows
+		// in Redis (flags=x); nothing queued can change it.
 		conn.WriteArray(len(tx.queue))
 		for _, q := range tx.queue {
 			s.dispatch(c, conn, q.def, q.args)
 		}
+		c.tx.reset()
 	}
 }
 

@@ -72,3 +72,34 @@ func TestTransactions(t *testing.T) {
 		t.Fatalf("PING ran %d times, want 2", n)
 	}
 }
+
+func TestCommandInfoKeysAndClientList(t *testing.T) {
+	addr := startServer(t, Config{})
+	conn, rd := dial(t, addr)
+	send(t, conn, "COMMAND INFO incr\r\n")
+	got := replies(t, rd, 15)
+	if strings.Join(got[8:11], " ") != ":1 :1 :1" {
+		t.Fatalf("COMMAND INFO incr: %q", got)
+	}
+	send(t, conn, "CLIENT SETINFO lib-name a\\x20b\r\nCLIENT SETINFO lib-name \"a b\"\r\nCLIENT LIST TYPE pubsub\r\nCLIENT LIST TYPE x\r\nCLIENT LIST ID x\r\nCLIENT LIST FOO\r\nCLIENT LIST ID 999\r\n")
+	want := "+OK -ERR lib-name cannot contain spaces, newlines or special characters. $0  -ERR Unknown client type 'x' -ERR Invalid client ID -ERR syntax error $0 "
+	if got := strings.Join(replies(t, rd, 9), " "); got != want {
+		t.Fatalf("CLIENT:\n got %q\nwant %q", got, want)
+	}
+	send(t, conn, "CLIENT ID\r\n")
+	id := strings.TrimPrefix(readLine(t, rd), ":")
+	send(t, conn, "MULTI\r\nCLIENT LIST TYPE normal\r\nCLIENT LIST ID "+id+"\r\nEXEC\r\n")
+	got = replies(t, rd, 4)
+	if got[0] != "+OK" || got[3] != "*2" {
+		t.Fatalf("MULTI: %q", got)
+	}
+	for range 2 {
+		readLine(t, rd)
+		line := readLine(t, rd)
+		if !strings.Contains(line, "id="+id+" ") || !strings.Contains(line, " flags=x ") || !strings.Contains(line, " multi=2 ") ||
+			!strings.Contains(line, " cmd=client|list ") || !strings.Contains(line, " lib-name=a\\x20b") {
+			t.Fatalf("CLIENT LIST inside EXEC: %q", line)
+		}
+		readLine(t, rd)
+	}
+}

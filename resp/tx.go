@@ -80,8 +80,7 @@ func cmdExec(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	tx := c.tx
 	switch {
 	case !tx.active:
-		c.tx.reset()
-		s.errorReply(conn, "ERR EXEC without MULTI")
+		s.errorReply(conn, "ERR EXEC without MULTI") // a refused WATCH still holds, as a WATCH would in Redis
 	case tx.dirty:
 		c.tx.reset()
 		s.errorReply(conn, "EXECABORT Transaction discarded because of previous errors.")
@@ -92,9 +91,13 @@ func cmdExec(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 		// The transaction stays open while it runs, as CLIENT INFO shows
 		// in Redis (flags=x); nothing queued can change it.
 		conn.WriteArray(len(tx.queue))
+		errorsBefore := c.errors
 		for _, q := range tx.queue {
 			s.dispatch(c, conn, q.def, q.args)
 		}
+		// The queued commands' errors are theirs (each counted its own
+		// failed call), not EXEC's: EXEC succeeded.
+		c.errors = errorsBefore
 		c.tx.reset()
 	}
 }

@@ -71,6 +71,12 @@ func TestTransactions(t *testing.T) {
 	if n := calls(srv, "ping"); n != 2 {
 		t.Fatalf("PING ran %d times, want 2", n)
 	}
+	// A failed command inside EXEC is that command's failed call, not EXEC's.
+	execFailed := srv.cmdStats[commandTable["exec"].index].errors.Load()
+	decodeFailed := srv.cmdStats[commandTable["decode"].index].errors.Load()
+	if decodeFailed != 1 || execFailed != 3 { // two EXECABORTs and one EXEC without MULTI
+		t.Fatalf("failed calls: decode %d, exec %d", decodeFailed, execFailed)
+	}
 }
 
 func TestCommandInfoKeysAndClientList(t *testing.T) {

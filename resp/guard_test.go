@@ -151,3 +151,34 @@ func FuzzFrameGuard(f *testing.F) {
 		}
 	})
 }
+
+// FuzzSplitArgs: splitting an inline line never panics, and whatever it
+// splits into, written back as double-quoted \xHH escapes, splits the same.
+func FuzzSplitArgs(f *testing.F) {
+	for _, seed := range []string{`SET a "b c"`, `ECHO 'it\'s'`, "\tPING\t", `"\x41\n"`, `a"b"`, `"unbalanced`, "x\x00y"} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		args, ok := splitArgs(line)
+		if !ok {
+			return
+		}
+		var again []byte
+		for _, a := range args {
+			again = append(again, " \""...)
+			for _, b := range a {
+				again = append(again, '\\', 'x', "0123456789abcdef"[b>>4], "0123456789abcdef"[b&15])
+			}
+			again = append(again, '"')
+		}
+		back, ok := splitArgs(again)
+		if !ok || len(back) != len(args) {
+			t.Fatalf("%q split into %q; written back as %q it splits into %q, %v", line, args, again, back, ok)
+		}
+		for i := range args {
+			if !bytes.Equal(back[i], args[i]) {
+				t.Fatalf("%q: argument %d %q came back as %q", line, i, args[i], back[i])
+			}
+		}
+	})
+}

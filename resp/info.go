@@ -14,30 +14,41 @@ import (
 )
 
 // infoSection is one "# Name" section of INFO. Its lines are built only
-// when the section is asked for, and none is O(tags): per-tag detail is
-// paged through SCAN (names) and GET, and /metrics (buffers).
+// when the section is asked for, and each is a fixed number of lines:
+// per-tag detail is paged through SCAN (names) and GET, and /metrics
+// (buffers).
 type infoSection struct {
-	name      string
-	inDefault bool // part of INFO with no argument, "default" and "all"
-	lines     func(s *Server) []string
+	name  string
+	in    infoSet // the smallest set it belongs to
+	lines func(s *Server) []string
 }
 
+// infoSet: INFO with no argument (or "default"), "all", "everything".
+type infoSet int
+
+const (
+	inDefault    infoSet = iota // also in all and everything
+	inAll                       // also in everything (Redis's commandstats)
+	inEverything                // only everything, or by name (Redis's module sections)
+)
+
 // infoSections are in Redis's order, with idserver's own sections where
-// they fit. Commandstats and Segments are not in the default, as Redis
-// leaves commandstats out.
+// they fit. Segments walks every local buffer (fixed size, but O(tags) in
+// time), so only "everything" or "INFO segments" builds it, and scrapers
+// asking for "all", as redis_exporter does, never pay for it.
 var infoSections = []infoSection{
-	{"Server", true, (*Server).infoServer},
-	{"Clients", true, (*Server).infoClients},
-	{"Memory", true, (*Server).infoMemory},
-	{"Persistence", true, (*Server).infoPersistence},
-	{"Stats", true, (*Server).infoStats},
-	{"Replication", true, (*Server).infoReplication},
-	{"Snowflake", true, (*Server).infoSnowflake},
-	{"Segments", false, (*Server).infoSegments},
-	{"Commandstats", false, (*Server).infoCommandstats},
-	{"Errorstats", true, (*Server).infoErrorstats},
-	{"Cluster", true, (*Server).infoCluster},
-	{"Keyspace", true, (*Server).infoKeyspace},
+	{"Server", inDefault, (*Server).infoServer},
+	{"Clients", inDefault, (*Server).infoClients},
+	{"Memory", inDefault, (*Server).infoMemory},
+	{"Persistence", inDefault, (*Server).infoPersistence},
+	{"Stats", inDefault, (*Server).infoStats},
+	{"Replication", inDefault, (*Server).infoReplication},
+	{"Snowflake", inDefault, (*Server).infoSnowflake},
+	{"Segments", inEverything, (*Server).infoSegments},
+	{"Commandstats", inAll, (*Server).infoCommandstats},
+	{"Errorstats", inDefault, (*Server).infoErrorstats},
+	{"Cluster", inDefault, (*Server).infoCluster},
+	{"Keyspace", inDefault, (*Server).infoKeyspace},
 }
 
 // cmdInfo: INFO [section ...], with Redis's "default", "all" and "everything".
@@ -49,9 +60,18 @@ func cmdInfo(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	if len(want) == 0 {
 		want["default"] = true
 	}
+	set := infoSet(-1)
+	switch {
+	case want["everything"]:
+		set = inEverything
+	case want["all"]:
+		set = inAll
+	case want["default"]:
+		set = inDefault
+	}
 	var b strings.Builder
 	for _, sec := range infoSections {
-		if !want["everything"] && !want["all"] && !(want["default"] && sec.inDefault) && !want[strings.ToLower(sec.name)] {
+		if sec.in > set && !want[strings.ToLower(sec.name)] {
 			continue
 		}
 		if b.Len() > 0 {

@@ -307,10 +307,12 @@ func cmdHello(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	if !c.authed {
 		c.setAuthed()
 	}
+	c.mu.Lock()
 	if name != nil {
 		c.name = string(name)
 	}
 	c.proto = proto
+	c.mu.Unlock()
 	writeMap(conn, c, 8)
 	conn.WriteBulkString("server")
 	conn.WriteBulkString("idserver")
@@ -365,23 +367,28 @@ func cmdClient(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 			s.errorReply(conn, "ERR Client names cannot contain spaces, newlines or special characters.")
 			return
 		}
+		c.mu.Lock()
 		c.name = string(args[2])
+		c.mu.Unlock()
 		conn.WriteString("OK")
 	case "setinfo":
-		attr := strings.ToLower(string(args[2]))
-		if (attr == "lib-name" || attr == "lib-ver") && !validClientName(args[3]) {
-			s.errorReply(conn, "ERR "+attr+" cannot contain spaces, newlines or special characters.")
-			return
-		}
-		switch attr {
+		var field *string
+		switch attr := strings.ToLower(string(args[2])); attr {
 		case "lib-name":
-			c.libName = string(args[3])
+			field = &c.libName
 		case "lib-ver":
-			c.libVer = string(args[3])
+			field = &c.libVer
 		default:
 			s.errorReply(conn, "ERR Unrecognized option '"+clip(args[2], 128)+"'")
 			return
 		}
+		if !validClientName(args[3]) {
+			s.errorReply(conn, "ERR "+strings.ToLower(string(args[2]))+" cannot contain spaces, newlines or special characters.")
+			return
+		}
+		c.mu.Lock()
+		*field = string(args[3])
+		c.mu.Unlock()
 		conn.WriteString("OK")
 	case "info":
 		conn.WriteBulkString(s.clientLine(c, true) + "\n")
@@ -446,8 +453,14 @@ func (s *Server) clientLine(c *client, self bool) string {
 	if self && c.tx.active {
 		flags, multi = "x", len(c.tx.queue)
 	}
+	cmd := "NULL"
+	if p := c.lastCmd.Load(); p != nil {
+		cmd = *p
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	return fmt.Sprintf("id=%d addr=%s laddr=%s fd=0 name=%s age=%d idle=0 flags=%s db=0 sub=0 psub=0 ssub=0 multi=%d qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=%s user=default redir=-1 resp=%d lib-name=%s lib-ver=%s",
-		c.id, c.addr, c.conn.LocalAddr(), c.name, int(time.Since(c.created).Seconds()), flags, multi, c.lastCmd, c.proto, c.libName, c.libVer)
+		c.id, c.addr, c.conn.LocalAddr(), c.name, int(time.Since(c.created).Seconds()), flags, multi, cmd, c.proto, c.libName, c.libVer)
 }
 
 // cmdCommand: COMMAND, COMMAND COUNT, COMMAND INFO name..., COMMAND DOCS [name...].

@@ -93,23 +93,29 @@ func New(cfg Config, ids IDSource) *Server {
 		cmdStats: make([]commandStats, len(commandTable)), errorsByCode: make([]atomic.Int64, len(ErrorCodes))}
 }
 
-// client is one connection's state.
+// client is one connection's state. Its own goroutine (redcon's, for the
+// connection) reads and writes it; CLIENT LIST on another connection reads
+// what it shows under mu (proto, name, libName, libVer, written under mu)
+// and through lastCmd, so that it never reads a string being written.
 type client struct {
 	id      int64
 	conn    *guardConn
 	addr    string
 	created time.Time
-	proto   int // 2 or 3
 	authed  bool
+
+	mu      sync.Mutex
+	proto   int // 2 or 3
 	name    string
 	libName string
 	libVer  string
-	lastCmd string
-	cmd     int     // index of the command being answered
-	timed   int     // commands answered, for latency sampling
-	errors  int64   // error replies written on this connection
-	ids     []int64 // reused reply buffer
-	tx      txState // MULTI ... EXEC
+
+	lastCmd atomic.Pointer[string] // the command's name, as CLIENT LIST shows it
+	cmd     int                    // index of the command being answered
+	timed   int                    // commands answered, for latency sampling
+	errors  int64                  // error replies written on this connection
+	ids     []int64                // reused reply buffer
+	tx      txState                // MULTI ... EXEC
 }
 
 // Serve answers connections from ln until Close. It returns nil after Close.
@@ -234,9 +240,12 @@ func (s *Server) refuse(c *client, conn redcon.Conn, msg string) {
 // dispatch runs a command and counts it, at once or inside EXEC.
 func (s *Server) dispatch(c *client, conn redcon.Conn, def *command, args [][]byte) {
 	s.stats.commands.Add(1)
-	c.lastCmd, c.cmd = def.name, def.index
+	c.cmd = def.index
 	if def.subcommands && len(args) > 1 {
-		c.lastCmd = def.name + "|" + strings.ToLower(string(args[1])) // as CLIENT LIST shows it
+		name := def.name + "|" + strings.ToLower(string(args[1]))
+		c.lastCmd.Store(&name)
+	} else {
+		c.lastCmd.Store(&def.name)
 	}
 	errorsBefore := c.errors
 	st := &s.cmdStats[def.index]

@@ -1,8 +1,11 @@
 package resp
 
 import (
+	"context"
 	"strings"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // replies reads n RESP2 reply lines, bulk bodies joined to their header.
@@ -107,5 +110,42 @@ func TestCommandInfoKeysAndClientList(t *testing.T) {
 			t.Fatalf("CLIENT LIST inside EXEC: %q", line)
 		}
 		readLine(t, rd)
+	}
+}
+
+// TestClientListWhileOthersChange: CLIENT LIST reads other connections
+// while they rename themselves and run commands (meant for -race).
+func TestClientListWhileOthersChange(t *testing.T) {
+	addr := startServer(t, Config{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 1, Protocol: 2})
+		defer rdb.Close()
+		ctx := context.Background()
+		for i := range 300 {
+			rdb.Do(ctx, "CLIENT", "SETNAME", "n"+strings.Repeat("x", i%7))
+			rdb.Do(ctx, "CLIENT", "SETINFO", "lib-ver", "1."+strings.Repeat("0", i%5))
+			rdb.Do(ctx, "HELLO", 2+i%2)
+			rdb.Do(ctx, "CONFIG", "GET", "port")
+		}
+	}()
+	conn, rd := dial(t, addr)
+	for {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		send(t, conn, "CLIENT LIST\r\n")
+		readLine(t, rd)
+		if line := readLine(t, rd); !strings.HasPrefix(line, "id=") {
+			t.Fatalf("CLIENT LIST: %q", line)
+		}
+		for {
+			if line := readLine(t, rd); line == "" {
+				break
+			}
+		}
 	}
 }

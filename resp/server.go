@@ -203,10 +203,10 @@ func (s *Server) handle(conn redcon.Conn, cmd redcon.Command) {
 	switch {
 	case def == nil:
 		s.refuse(c, conn, unknownCommand(cmd.Args))
+	case !def.arityOK(len(cmd.Args)): // before NOAUTH, as Redis checks
+		s.refuse(c, conn, wrongArity(def.name))
 	case !c.authed && !def.beforeAuth:
 		s.refuse(c, conn, "NOAUTH Authentication required.")
-	case !def.arityOK(len(cmd.Args)):
-		s.refuse(c, conn, wrongArity(def.name))
 	case !def.whileLoading && !s.isReady():
 		s.refuse(c, conn, "LOADING idserver is starting: waiting for its worker ID and a Raft leader")
 	case c.tx.active && !notQueued[def.name]:

@@ -69,7 +69,8 @@ type frameScanner struct {
 }
 
 // scan appends to dst what of p to hand on; err is set when a byte of p is
-// refused, and dst then ends with the complete commands before it.
+// refused, and dst then holds what came before that byte (redcon answers
+// the complete commands in it before the guard refuses).
 func (s *frameScanner) scan(dst, p []byte) ([]byte, *errProtocol) {
 	for i := 0; i < len(p); i++ {
 		b := p[i]

@@ -58,6 +58,7 @@ func init() {
 		{name: "command", arity: -1, subcommands: true, whileLoading: true, flags: []string{"slow"}, summary: "Describe the commands", handler: cmdCommand},
 		{name: "config", arity: -2, subcommands: true, whileLoading: true, flags: []string{"slow"}, summary: "Read configuration parameters", handler: cmdConfig},
 		{name: "info", arity: -1, whileLoading: true, flags: []string{"slow"}, summary: "Server information and statistics", handler: cmdInfo},
+		{name: "reset", arity: 1, beforeAuth: true, whileLoading: true, flags: []string{"fast"}, summary: "Reset the connection: transaction, protocol, name, AUTH", handler: cmdReset},
 		{name: "multi", arity: 1, whileLoading: true, flags: []string{"fast"}, summary: "Start a transaction", handler: cmdMulti},
 		{name: "exec", arity: 1, whileLoading: true, flags: []string{"slow"}, summary: "Run the queued commands", handler: cmdExec},
 		{name: "discard", arity: 1, whileLoading: true, flags: []string{"fast"}, summary: "Drop the queued commands", handler: cmdDiscard},

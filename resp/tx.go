@@ -48,7 +48,7 @@ func (t *txState) reset() {
 }
 
 // notQueued are the commands that run at once inside MULTI, as in Redis.
-var notQueued = map[string]bool{"exec": true, "discard": true, "multi": true, "watch": true, "quit": true}
+var notQueued = map[string]bool{"exec": true, "discard": true, "multi": true, "watch": true, "quit": true, "reset": true}
 
 // queue adds a command to the transaction and answers QUEUED.
 func (s *Server) queue(c *client, conn redcon.Conn, def *command, args [][]byte) {
@@ -123,4 +123,19 @@ func cmdWatch(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 func cmdUnwatch(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	c.tx.watchRefused = false
 	conn.WriteString("OK")
+}
+
+// cmdReset: RESET, as Redis 6.2+: the transaction and a refused WATCH are
+// dropped, the protocol goes back to RESP2, the name goes, and with a
+// password the connection must AUTH again.
+func cmdReset(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+	c.tx.reset()
+	c.mu.Lock()
+	c.proto, c.name = 2, ""
+	c.mu.Unlock()
+	if s.cfg.Password != "" {
+		c.authed = false
+		c.conn.authed.Store(false)
+	}
+	conn.WriteString("RESET")
 }

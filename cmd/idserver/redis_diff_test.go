@@ -197,6 +197,8 @@ var diffScripts = []diffScript{
 		cmd("MULTI"), cmd("EXEC"),
 		skip("WATCH t1"), // refused: the check and the queued SET cannot be one step across nodes
 		cmd("UNWATCH"),
+		cmd("MULTI"), cmd("INCR t1"), cmd("RESET"), cmd("EXEC"), cmd("INCR t1"), cmd("RESET x"),
+		cmd("CLIENT SETNAME n"), cmd("RESET"), cmd("CLIENT GETNAME"),
 	}},
 	{name: "resp3", steps: []diffStep{
 		skip("HELLO 3"), // server name, version and client id are idserver's
@@ -205,6 +207,7 @@ var diffScripts = []diffScript{
 		cmd("MULTI"), cmd("INCR r1"), cmd("SET r3 2 XX"), cmd("EXEC"),
 		cmd("SCAN 0 MATCH r2 COUNT 1000"), cmd("SCAN 0 MATCH nosuch* COUNT 1000"), cmd("TYPE r2"),
 		cmd("CONFIG GET appendonly"), cmd("SETNX r2 1"), cmd("INCRBY r1 x"),
+		cmd("RESET"), cmd("GET nosuch"), // back to RESP2
 	}},
 	{name: "inline and empty frames", steps: []diffStep{
 		none("*0\r\n"), none("*-1\r\n"), none("\r\n"), none("   \t \r\n"), cmd("\tPING\t"),
@@ -249,6 +252,7 @@ var passwordScripts = []diffScript{
 		skip("HELLO 3 AUTH default pw"), // identity, as above
 		cmd("INCR a"), cmd("GET nosuch"), cmd("CLIENT GETNAME"),
 	}},
+	{name: "RESET asks for AUTH again", steps: []diffStep{cmd("AUTH pw"), cmd("INCR a"), cmd("RESET"), cmd("INCR a"), cmd("AUTH pw"), cmd("INCR a")}},
 	{name: "QUIT before AUTH", steps: []diffStep{cmd("QUIT"), none("AUTH pw\r\n")}, closes: true},
 }
 

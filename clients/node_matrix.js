@@ -38,6 +38,11 @@ async function ioredis() {
   await c.connect(); // runs ioredis's ready check, which parses INFO
   try {
     await check('ioredis', (args) => c.call(...args));
+    // multi() is a transaction: MULTI, the commands, EXEC.
+    const res = await c.multi().incr('io-tx').incrby('io-tx', 5).set('io-seed', '1000000', 'NX').get('io-seed').exec();
+    assert.deepStrictEqual(res, [[null, '1'], [null, '6'], [null, 'OK'], [null, '1000000']], `ioredis multi ${JSON.stringify(res)}`);
+    assert.strictEqual(await c.set('io-seed', '5', 'NX'), null, 'ioredis second SET NX');
+    assert.strictEqual(String(await c.incr('io-seed')), '1000001', 'ioredis INCR after SET NX');
   } finally {
     c.disconnect();
   }
@@ -57,6 +62,12 @@ async function nodeRedis(resp) {
     const exact = c.withTypeMapping({ [RESP_TYPES.NUMBER]: String, [RESP_TYPES.BIG_NUMBER]: String });
     const dec = await check(`node-redis RESP${resp}`, (args) => exact.sendCommand(args));
     if (resp === 3) assert.ok(dec && typeof dec === 'object', 'RESP3 DECODE is a map');
+    // multi() is a transaction: MULTI, the commands, EXEC.
+    const tx = `nr-tx-${resp}`, seed = `nr-seed-${resp}`;
+    const res = await c.multi().incr(tx).incrBy(tx, 5).set(seed, '1000000', { NX: true }).get(seed).exec();
+    assert.deepStrictEqual(res.map(String), ['1', '6', 'OK', '1000000'], `node-redis multi ${JSON.stringify(res)}`);
+    assert.strictEqual(await c.set(seed, '5', { NX: true }), null, 'node-redis second SET NX');
+    assert.strictEqual(Number(await c.incr(seed)), 1000001, 'node-redis INCR after SET NX');
   } finally {
     await c.quit().catch(() => {});
   }

@@ -33,4 +33,23 @@ try:
     raise AssertionError("DECR was accepted")
 except redis.ResponseError as e:
     assert "never go back" in str(e), e
+# pipeline() is a transaction by default: MULTI, the commands, EXEC.
+pipe = r.pipeline()
+pipe.incr("py-tx")
+pipe.incrby("py-tx", 5)
+pipe.set("py-seed", 1000000, nx=True)
+pipe.get("py-seed")
+assert pipe.execute() == [1, 6, True, b"1000000"]
+# A discarded transaction leaves no trace.
+pipe = r.pipeline()
+pipe.multi()
+pipe.incr("py-tx")
+pipe.reset()
+assert r.incr("py-tx") == 7
+# Seed the counter if absent: the second SET NX and SETNX do nothing.
+assert r.set("py-seed", 5, nx=True) is None
+assert r.setnx("py-seed", 5) is False
+assert r.incr("py-seed") == 1000001
+info = r.info()
+assert info["role"] == "master" and info["arch_bits"] in (32, 64), info
 print("PASS redis-py RESP2" + (" with password" if password else ""))

@@ -481,27 +481,47 @@ func (c *Cluster) runGroupCommit() {
 	}
 }
 
-// Set raises tag's floor to v. It answers only once every member has
-// applied the floor and dropped its buffered values at or below v; a
-// member that does not confirm in time makes it ErrUnconfirmed, naming
-// the member (the floor is committed: a retry is safe).
-func (c *Cluster) Set(ctx context.Context, tag string, v int64) error {
-	if !c.IsLeader() {
-		_, err := c.toLeader(ctx, &request{Op: opSet, Tag: tag, Value: v})
-		return err
+// Set raises tag's floor to v. cond is "", "NX" (only if the tag does not
+// exist) or "XX" (only if it exists), decided in the same Apply as the
+// raise. It returns the tag's high-water before the SET and whether the tag
+// existed; whether the SET applied follows from cond and existed. A SET
+// that applied answers only once every member has published the floor
+// (dropped its buffered values at or below v); a member that does not
+// confirm in time makes it ErrUnconfirmed, naming the member (the floor is
+// committed: a retry is safe).
+func (c *Cluster) Set(ctx context.Context, tag string, v int64, cond string) (old int64, existed bool, err error) {
+	switch cond {
+	case "", "NX", "XX":
+	default:
+		return 0, false, fmt.Errorf("unknown SET condition %q", cond)
 	}
-	return c.setLocal(ctx, tag, v)
+	if !c.IsLeader() {
+		resp, err := c.toLeader(ctx, &request{Op: opSet, Tag: tag, Value: v, Cond: cond})
+		if resp == nil {
+			return 0, false, err
+		}
+		return resp.Old, resp.Found, err
+	}
+	return c.setLocal(ctx, tag, v, cond)
 }
 
-func (c *Cluster) setLocal(ctx context.Context, tag string, v int64) error {
-	resp, index, err := c.applyIndex(newEntry(entrySet).string(tag).varint(v))
+func (c *Cluster) setLocal(ctx context.Context, tag string, v int64, cond string) (int64, bool, error) {
+	e := newEntry(entrySet).string(tag).varint(v)
+	switch cond {
+	case "NX":
+		e = e.uvarint(uint64(setNX))
+	case "XX":
+		e = e.uvarint(uint64(setXX))
+	}
+	resp, index, err := c.applyIndex(e)
 	if err != nil {
-		return err
+		return 0, false, err
 	}
-	if e, ok := resp.(error); ok {
-		return e
+	res := resp.(setResult)
+	if res.Err != nil || (cond == "NX" && res.Existed) || (cond == "XX" && !res.Existed) {
+		return res.Old, res.Existed, res.Err
 	}
-	return c.confirm(ctx, index, fmt.Sprintf("SET %s %d", tag, v))
+	return res.Old, res.Existed, c.confirm(ctx, index, fmt.Sprintf("SET %s %d", tag, v))
 }
 
 // confirm waits until every member has published index: applied it and

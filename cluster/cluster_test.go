@@ -609,3 +609,41 @@ func TestMembershipChangesUnderLoad(t *testing.T) {
 	}
 	t.Logf("join of n4 and forget of n3 under load: %d values, no repeat; errors %v", c.count(), c.errs)
 }
+
+// TestConcurrentSetNXOneWins: SET NX sent at once through every node (the
+// followers forward it) creates the tag exactly once.
+func TestConcurrentSetNXOneWins(t *testing.T) {
+	nodes := startCluster(t, 3, 0)
+	for round := range 5 {
+		tag := fmt.Sprintf("orders%d", round)
+		var wg sync.WaitGroup
+		results := make([]any, 6)
+		for i := range results {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				n := nodes[i%len(nodes)]
+				v, err := n.rdb.Do(context.Background(), "SET", tag, 1000000+i, "NX").Result()
+				if err != nil && err != redis.Nil {
+					results[i] = err
+					return
+				}
+				results[i] = v
+			}()
+		}
+		wg.Wait()
+		oks := 0
+		for _, r := range results {
+			switch r {
+			case "OK":
+				oks++
+			case nil:
+			default:
+				t.Fatalf("round %d: SET NX answered %v", round, r)
+			}
+		}
+		if oks != 1 {
+			t.Fatalf("round %d: %d SET NX succeeded, want exactly 1: %v", round, oks, results)
+		}
+	}
+}

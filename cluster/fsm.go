@@ -20,7 +20,7 @@ import (
 // Log entry types: one type byte, then the payload.
 const (
 	entryAlloc  byte = 1 // group of (tag, n): allocate n values of each
-	entrySet    byte = 2 // tag, v: raise the tag's floor to v
+	entrySet    byte = 2 // tag, v[, cond]: raise the tag's floor to v (cond: setNX, setXX; absent in old entries)
 	entryJoin   byte = 3 // node ID, raft address, RESP address, now ms, lease ms: a new member, with a worker ID and its first lease
 	entryForget byte = 4 // node ID: gone for good, its worker ID free for reuse above its last lease
 	// 5 was the replicated high-water, replaced by worker leases.
@@ -84,6 +84,23 @@ type allocItem struct {
 type allocResult struct {
 	First, Last int64
 	Err         error
+}
+
+// SET conditions as entrySet carries them: a SET NX or XX is decided in
+// Apply, so two concurrent SET NX cannot both succeed.
+const (
+	setAlways byte = 0
+	setNX     byte = 1 // only a tag that does not exist
+	setXX     byte = 2 // only a tag that exists
+)
+
+// setResult answers entrySet: the high-water before it, whether the tag
+// existed, and the refusal when v is below the high-water. A SET whose
+// condition failed changes nothing and has no Err.
+type setResult struct {
+	Old     int64
+	Existed bool
+	Err     error
 }
 
 // joinResult answers entryJoin.
@@ -279,16 +296,25 @@ func (f *fsm) applyAlloc(d *decoder, b *persist.Batch, _ *changes) any {
 
 func (f *fsm) applySet(d *decoder, b *persist.Batch, ch *changes) any {
 	tag, v := d.string(), d.varint()
+	cond := setAlways
+	if len(d.b) > 0 {
+		cond = byte(d.uvarint())
+	}
 	d.end()
-	t := f.tags[tag]
+	t, existed := f.tags[tag]
+	res := setResult{Old: t.high(), Existed: existed}
+	if (cond == setNX && existed) || (cond == setXX && !existed) {
+		return res
+	}
 	if v < t.high() {
-		return fmt.Errorf("%w: %s is at %d", engine.ErrWouldGoBack, tag, t.high())
+		res.Err = fmt.Errorf("%w: %s is at %d", engine.ErrWouldGoBack, tag, t.high())
+		return res
 	}
 	t.Floor = v
 	f.tags[tag] = t
 	b.Set(keyTagBase+tag, encodeTag(t))
 	ch.floors = append(ch.floors, floorChange{tag, v})
-	return nil
+	return res
 }
 
 func (f *fsm) applyJoin(d *decoder, b *persist.Batch, ch *changes) any {

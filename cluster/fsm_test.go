@@ -36,11 +36,11 @@ func TestFSMAllocSetJoinForget(t *testing.T) {
 	if res[0] != (allocResult{First: 1, Last: 10}) || res[1] != (allocResult{First: 1, Last: 1}) || res[2] != (allocResult{First: 11, Last: 15}) {
 		t.Fatalf("alloc: %+v", res)
 	}
-	if err, _ := applyEntry(t, f, 2, newEntry(entrySet).string("a").varint(14)).(error); !errors.Is(err, engine.ErrWouldGoBack) {
-		t.Fatalf("lowering SET: %v", err)
+	if r := applyEntry(t, f, 2, newEntry(entrySet).string("a").varint(14)).(setResult); !errors.Is(r.Err, engine.ErrWouldGoBack) {
+		t.Fatalf("lowering SET: %+v", r)
 	}
-	if r := applyEntry(t, f, 3, newEntry(entrySet).string("a").varint(100)); r != nil {
-		t.Fatalf("SET: %v", r)
+	if r := applyEntry(t, f, 3, newEntry(entrySet).string("a").varint(100)).(setResult); r != (setResult{Old: 15, Existed: true}) {
+		t.Fatalf("SET: %+v", r)
 	}
 	res = applyEntry(t, f, 4, newEntry(entryAlloc).uvarint(2).string("a").varint(1).string("b").varint(1<<62)).([]allocResult)
 	if res[0].First != 101 {
@@ -177,3 +177,36 @@ type memSink struct{ bytes.Buffer }
 func (s *memSink) ID() string    { return "mem" }
 func (s *memSink) Cancel() error { return nil }
 func (s *memSink) Close() error  { return nil }
+
+func TestFSMSetConditions(t *testing.T) {
+	f, err := newFSM(openStore(t), 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tc := range []struct {
+		cond byte
+		v    int64
+		want setResult
+	}{
+		{setXX, 5, setResult{}},                          // absent: XX does nothing
+		{setNX, 5, setResult{}},                          // absent: NX creates it
+		{setNX, 9, setResult{Old: 5, Existed: true}},     // present: NX does nothing
+		{setXX, 7, setResult{Old: 5, Existed: true}},     // present: XX raises it
+		{setAlways, 8, setResult{Old: 7, Existed: true}}, // plain
+	} {
+		r := applyEntry(t, f, uint64(i+1), newEntry(entrySet).string("a").varint(tc.v).uvarint(uint64(tc.cond))).(setResult)
+		if r != tc.want {
+			t.Fatalf("step %d: %+v, want %+v", i, r, tc.want)
+		}
+	}
+	if v, ok := f.tag("a"); !ok || v != 8 {
+		t.Fatalf("a is %d, %v; want 8", v, ok)
+	}
+	// An entry without the condition byte (written before it existed) is a plain SET.
+	if r := applyEntry(t, f, 6, newEntry(entrySet).string("b").varint(3)).(setResult); r != (setResult{}) {
+		t.Fatalf("old entry: %+v", r)
+	}
+	if v, ok := f.tag("b"); !ok || v != 3 {
+		t.Fatalf("b is %d, %v; want 3", v, ok)
+	}
+}

@@ -278,6 +278,7 @@ type request struct {
 	RESPAddr string      `json:"resp,omitempty"`
 	Tag      string      `json:"tag,omitempty"`
 	Value    int64       `json:"value,omitempty"`
+	Cond     string      `json:"cond,omitempty"` // SET: "", NX or XX
 	Worker   int64       `json:"worker,omitempty"`
 	Index    uint64      `json:"index,omitempty"`
 	Items    []allocItem `json:"items,omitempty"`
@@ -292,6 +293,7 @@ type response struct {
 	Results  []wireResult `json:"results,omitempty"`
 	Join     *JoinResult  `json:"join,omitempty"`
 	Value    int64        `json:"value,omitempty"`
+	Old      int64        `json:"old,omitempty"`
 	Found    bool         `json:"found,omitempty"`
 }
 
@@ -421,7 +423,10 @@ func (c *Cluster) answer(req *request) *response {
 		}
 		return &response{Results: out}
 	case opSet:
-		return fail(c.setLocal(ctx, req.Tag, req.Value))
+		old, existed, err := c.setLocal(ctx, req.Tag, req.Value, req.Cond)
+		resp := fail(err)
+		resp.Old, resp.Found = old, existed
+		return resp
 	case opLease:
 		end, err := c.leaseLocal(req.Node, req.Worker, req.Value)
 		if err != nil {

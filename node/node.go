@@ -73,6 +73,7 @@ type Node struct {
 	Worker   int64
 	Addr     string // advertised RESP address
 
+	ids          *idSource
 	ln           net.Listener
 	checkInLater bool // the start could not reach the cluster
 	served       chan error
@@ -80,6 +81,36 @@ type Node struct {
 	background   sync.WaitGroup
 	closeOnce    sync.Once
 	closeErr     error
+}
+
+// idSource is the generator once there is one: the RESP server answers
+// -LOADING before that, and INFO reads the layout and a zero status.
+type idSource struct {
+	layout engine.Layout
+	gen    atomic.Pointer[engine.Generator]
+}
+
+func (s *idSource) NextIDs(dst []int64, n int) ([]int64, error) {
+	if g := s.gen.Load(); g != nil {
+		return g.NextIDs(dst, n)
+	}
+	return dst, &engine.LeaseError{Reason: "the node is still starting"}
+}
+
+func (s *idSource) GeneIDs(dst []int64, gene uint32, n int) ([]int64, error) {
+	if g := s.gen.Load(); g != nil {
+		return g.GeneIDs(dst, gene, n)
+	}
+	return dst, &engine.LeaseError{Reason: "the node is still starting"}
+}
+
+func (s *idSource) Layout() engine.Layout { return s.layout }
+
+func (s *idSource) Status() engine.Status {
+	if g := s.gen.Load(); g != nil {
+		return g.Status()
+	}
+	return engine.Status{}
 }
 
 // joinWait bounds how long a start waits for the cluster to take the node.
@@ -155,6 +186,26 @@ func Open(cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	closers = append(closers, func() { n.Cluster.Close() })
+	n.Segments = engine.NewSegments(n.Cluster, cfg.SegmentStep, cfg.Now)
+	segments.Store(n.Segments)
+
+	// Serve at once, answering -LOADING until the node can issue: a client
+	// with a short timeout gets an answer, not a silent socket, while the
+	// node joins its cluster.
+	var ready atomic.Bool
+	n.ids = &idSource{layout: cfg.Layout}
+	n.Server = resp.New(resp.Config{
+		Password: cfg.RequirePass, Limits: cfg.Limits, Version: cfg.Version, NodeID: n.ID,
+		Port: n.ln.Addr().(*net.TCPAddr).Port, Bind: cfg.Bind, Logger: cfg.Logger, MaxClients: cfg.MaxClients,
+		Segments: n.Segments, Cluster: n.Cluster, RequestTimeout: n.Cluster.Timing().Request, Ready: ready.Load,
+	}, n.ids)
+	var serving net.Listener = n.ln
+	if cfg.TLSServer != nil {
+		serving = tls.NewListener(n.ln, cfg.TLSServer)
+	}
+	go func() { n.served <- n.Server.Serve(serving) }()
+	closers = append(closers, func() { n.Server.Close() })
+
 	worker, startAbove, lease, err := n.workerID()
 	if err != nil {
 		return nil, err
@@ -167,8 +218,7 @@ func Open(cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	closers = append(closers, func() { n.Gen.Close() })
-	n.Segments = engine.NewSegments(n.Cluster, cfg.SegmentStep, cfg.Now)
-	segments.Store(n.Segments)
+	n.ids.gen.Store(n.Gen)
 
 	ctx, stop := context.WithCancel(context.Background())
 	n.stop = stop
@@ -188,17 +238,7 @@ func Open(cfg Config) (_ *Node, err error) {
 			n.checkInLoop(ctx)
 		}()
 	}
-
-	n.Server = resp.New(resp.Config{
-		Password: cfg.RequirePass, Limits: cfg.Limits, Version: cfg.Version, NodeID: n.ID,
-		Port: n.ln.Addr().(*net.TCPAddr).Port, Bind: cfg.Bind, Logger: cfg.Logger, MaxClients: cfg.MaxClients,
-		Segments: n.Segments, Cluster: n.Cluster, RequestTimeout: n.Cluster.Timing().Request,
-	}, n.Gen)
-	var serving net.Listener = n.ln
-	if cfg.TLSServer != nil {
-		serving = tls.NewListener(n.ln, cfg.TLSServer)
-	}
-	go func() { n.served <- n.Server.Serve(serving) }()
+	ready.Store(true)
 	st := n.Gen.Status()
 	n.log.Info("listening", "addr", n.ln.Addr().String(), "advertise", n.Addr, "raft_addr", n.Cluster.RaftAddr(),
 		"version", cfg.Version, "node_id", n.ID, "cluster_id", n.Cluster.ClusterID(), "worker_id", worker,

@@ -2,7 +2,6 @@ package resp
 
 import (
 	"fmt"
-	"os"
 	"path"
 	"sort"
 	"strconv"
@@ -10,8 +9,6 @@ import (
 	"time"
 
 	"github.com/tidwall/redcon"
-
-	"idserver/engine"
 )
 
 // command is one row of the command table.
@@ -20,9 +17,13 @@ type command struct {
 	index      int    // position in the server's per-command counters
 	arity      int    // Redis convention: n exact, -n at least n (name included)
 	beforeAuth bool   // answered before AUTH
-	flags      []string
-	summary    string
-	handler    func(s *Server, c *client, conn redcon.Conn, args [][]byte)
+	// whileLoading: answered before the node is ready (Redis's "loading" flag)
+	whileLoading bool
+	flags        []string
+	keys         [3]int // first key, last key (-1: the last argument), step; zero: no key
+	subcommands  bool   // CLIENT, COMMAND, CONFIG, CLUSTER: named "client|list" in CLIENT LIST
+	summary      string
+	handler      func(s *Server, c *client, conn redcon.Conn, args [][]byte)
 }
 
 func (d *command) arityOK(n int) bool {
@@ -47,17 +48,23 @@ func init() {
 		{name: "geneid", arity: -2, flags: []string{"write", "fast"}, summary: "Issue an ID carrying the buyer's shard gene", handler: cmdGeneID},
 		{name: "geneof", arity: 2, flags: []string{"readonly", "fast"}, summary: "The shard gene of a buyer", handler: cmdGeneOf},
 		{name: "decode", arity: 2, flags: []string{"readonly", "fast"}, summary: "Take an ID apart: time, worker, sequence, gene", handler: cmdDecode},
-		{name: "ping", arity: -1, flags: []string{"fast"}, summary: "Ping the server", handler: cmdPing},
-		{name: "echo", arity: 2, flags: []string{"fast"}, summary: "Echo the argument", handler: cmdEcho},
-		{name: "quit", arity: -1, beforeAuth: true, flags: []string{"fast"}, summary: "Close the connection", handler: cmdQuit},
-		{name: "hello", arity: -1, beforeAuth: true, flags: []string{"fast"}, summary: "Handshake: protocol version, AUTH, SETNAME", handler: cmdHello},
-		{name: "auth", arity: -2, beforeAuth: true, flags: []string{"fast"}, summary: "Authenticate the connection", handler: cmdAuth},
-		{name: "select", arity: 2, flags: []string{"fast"}, summary: "Select database 0 (the only one)", handler: cmdSelect},
-		{name: "client", arity: -2, flags: []string{"slow"}, summary: "Connection commands", handler: cmdClient},
-		{name: "command", arity: -1, flags: []string{"slow"}, summary: "Describe the commands", handler: cmdCommand},
-		{name: "config", arity: -2, flags: []string{"slow"}, summary: "Read configuration parameters", handler: cmdConfig},
-		{name: "info", arity: -1, flags: []string{"slow"}, summary: "Server information and statistics", handler: cmdInfo},
-		{name: "time", arity: 1, flags: []string{"fast"}, summary: "The server time", handler: cmdTime},
+		{name: "ping", arity: -1, whileLoading: true, flags: []string{"fast"}, summary: "Ping the server", handler: cmdPing},
+		{name: "echo", arity: 2, whileLoading: true, flags: []string{"fast"}, summary: "Echo the argument", handler: cmdEcho},
+		{name: "quit", arity: -1, whileLoading: true, beforeAuth: true, flags: []string{"fast"}, summary: "Close the connection", handler: cmdQuit},
+		{name: "hello", arity: -1, whileLoading: true, beforeAuth: true, flags: []string{"fast"}, summary: "Handshake: protocol version, AUTH, SETNAME", handler: cmdHello},
+		{name: "auth", arity: -2, whileLoading: true, beforeAuth: true, flags: []string{"fast"}, summary: "Authenticate the connection", handler: cmdAuth},
+		{name: "select", arity: 2, whileLoading: true, flags: []string{"fast"}, summary: "Select database 0 (the only one)", handler: cmdSelect},
+		{name: "client", arity: -2, subcommands: true, whileLoading: true, flags: []string{"slow"}, summary: "Connection commands", handler: cmdClient},
+		{name: "command", arity: -1, subcommands: true, whileLoading: true, flags: []string{"slow"}, summary: "Describe the commands", handler: cmdCommand},
+		{name: "config", arity: -2, subcommands: true, whileLoading: true, flags: []string{"slow"}, summary: "Read configuration parameters", handler: cmdConfig},
+		{name: "info", arity: -1, whileLoading: true, flags: []string{"slow"}, summary: "Server information and statistics", handler: cmdInfo},
+		{name: "reset", arity: 1, beforeAuth: true, whileLoading: true, flags: []string{"fast"}, summary: "Reset the connection: transaction, protocol, name, AUTH", handler: cmdReset},
+		{name: "multi", arity: 1, whileLoading: true, flags: []string{"fast"}, summary: "Start a transaction", handler: cmdMulti},
+		{name: "exec", arity: 1, whileLoading: true, flags: []string{"slow"}, summary: "Run the queued commands", handler: cmdExec},
+		{name: "discard", arity: 1, whileLoading: true, flags: []string{"fast"}, summary: "Drop the queued commands", handler: cmdDiscard},
+		{name: "watch", arity: -2, keys: allKeys, whileLoading: true, flags: []string{"fast"}, summary: "Refused: use INCRBY or SET NX", handler: cmdWatch},
+		{name: "unwatch", arity: 1, whileLoading: true, flags: []string{"fast"}, summary: "Forget a refused WATCH", handler: cmdUnwatch},
+		{name: "time", arity: 1, whileLoading: true, flags: []string{"fast"}, summary: "The server time", handler: cmdTime},
 	} {
 		commandTable[d.name] = d
 	}
@@ -201,7 +208,10 @@ func cmdEcho(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	conn.WriteBulk(args[1])
 }
 
+// cmdQuit answers OK and closes. The commands redcon already read behind
+// QUIT in the same pipeline are dropped first: its loop would run them.
 func cmdQuit(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+	conn.ReadPipeline()
 	conn.WriteString("OK")
 	conn.Close()
 }
@@ -298,10 +308,12 @@ func cmdHello(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	if !c.authed {
 		c.setAuthed()
 	}
+	c.mu.Lock()
 	if name != nil {
 		c.name = string(name)
 	}
 	c.proto = proto
+	c.mu.Unlock()
 	writeMap(conn, c, 8)
 	conn.WriteBulkString("server")
 	conn.WriteBulkString("idserver")
@@ -356,39 +368,100 @@ func cmdClient(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 			s.errorReply(conn, "ERR Client names cannot contain spaces, newlines or special characters.")
 			return
 		}
+		c.mu.Lock()
 		c.name = string(args[2])
+		c.mu.Unlock()
 		conn.WriteString("OK")
 	case "setinfo":
-		attr := strings.ToLower(string(args[2]))
-		switch attr {
+		var field *string
+		switch attr := strings.ToLower(string(args[2])); attr {
 		case "lib-name":
-			c.libName = string(args[3])
+			field = &c.libName
 		case "lib-ver":
-			c.libVer = string(args[3])
+			field = &c.libVer
 		default:
 			s.errorReply(conn, "ERR Unrecognized option '"+clip(args[2], 128)+"'")
 			return
 		}
+		if !validClientName(args[3]) {
+			s.errorReply(conn, "ERR "+strings.ToLower(string(args[2]))+" cannot contain spaces, newlines or special characters.")
+			return
+		}
+		c.mu.Lock()
+		*field = string(args[3])
+		c.mu.Unlock()
 		conn.WriteString("OK")
 	case "info":
-		conn.WriteBulkString(s.clientLine(c) + "\n")
+		conn.WriteBulkString(s.clientLine(c, true) + "\n")
 	case "list":
-		s.mu.Lock()
-		var b strings.Builder
-		for other := range s.clients {
-			b.WriteString(s.clientLine(other) + "\n")
-		}
-		s.mu.Unlock()
-		conn.WriteBulkString(b.String())
+		s.clientList(c, conn, args[2:])
 	case "no-evict", "no-touch":
 		conn.WriteString("OK")
 	}
 }
 
-// clientLine is one line of CLIENT INFO / CLIENT LIST.
-func (s *Server) clientLine(c *client) string {
-	return fmt.Sprintf("id=%d addr=%s laddr=%s fd=0 name=%s age=%d idle=0 flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=%s user=default redir=-1 resp=%d lib-name=%s lib-ver=%s",
-		c.id, c.addr, c.conn.LocalAddr(), c.name, int(time.Since(c.created).Seconds()), c.lastCmd, c.proto, c.libName, c.libVer)
+// clientList: CLIENT LIST [TYPE normal|master|replica|pubsub] [ID id ...],
+// in connection order, as Redis 7 filters it.
+func (s *Server) clientList(c *client, conn redcon.Conn, args [][]byte) {
+	var ids map[int64]bool
+	switch {
+	case len(args) == 0:
+	case len(args) == 2 && strings.EqualFold(string(args[0]), "type"):
+		switch strings.ToLower(string(args[1])) {
+		case "normal":
+		case "master", "replica", "slave", "pubsub":
+			conn.WriteBulkString("") // none of idserver's clients is one
+			return
+		default:
+			s.errorReply(conn, "ERR Unknown client type '"+clip(args[1], 128)+"'")
+			return
+		}
+	case len(args) >= 2 && strings.EqualFold(string(args[0]), "id"):
+		ids = map[int64]bool{}
+		for _, a := range args[1:] {
+			id, ok := parseInt64(a)
+			if !ok || id < 1 {
+				s.errorReply(conn, "ERR Invalid client ID")
+				return
+			}
+			ids[id] = true
+		}
+	default:
+		s.errorReply(conn, "ERR syntax error")
+		return
+	}
+	s.mu.Lock()
+	clients := make([]*client, 0, len(s.clients))
+	for other := range s.clients {
+		if ids == nil || ids[other.id] {
+			clients = append(clients, other)
+		}
+	}
+	s.mu.Unlock()
+	sort.Slice(clients, func(i, j int) bool { return clients[i].id < clients[j].id })
+	var b strings.Builder
+	for _, other := range clients {
+		b.WriteString(s.clientLine(other, other == c) + "\n")
+	}
+	conn.WriteBulkString(b.String())
+}
+
+// clientLine is one line of CLIENT INFO / CLIENT LIST, with Redis 7.2's
+// fields. self: the line is the asking connection's, whose transaction
+// state can be read (another connection's is its own goroutine's).
+func (s *Server) clientLine(c *client, self bool) string {
+	flags, multi := "N", -1
+	if self && c.tx.active {
+		flags, multi = "x", len(c.tx.queue)
+	}
+	cmd := "NULL"
+	if p := c.lastCmd.Load(); p != nil {
+		cmd = *p
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return fmt.Sprintf("id=%d addr=%s laddr=%s fd=0 name=%s age=%d idle=0 flags=%s db=0 sub=0 psub=0 ssub=0 multi=%d qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=%s user=default redir=-1 resp=%d lib-name=%s lib-ver=%s",
+		c.id, c.addr, c.conn.LocalAddr(), c.name, int(time.Since(c.created).Seconds()), flags, multi, cmd, c.proto, c.libName, c.libVer)
 }
 
 // cmdCommand: COMMAND, COMMAND COUNT, COMMAND INFO name..., COMMAND DOCS [name...].
@@ -460,9 +533,9 @@ func writeCommandInfo(conn redcon.Conn, d *command) {
 	for _, f := range d.flags {
 		conn.WriteString(f)
 	}
-	conn.WriteInt(0) // first key
-	conn.WriteInt(0) // last key
-	conn.WriteInt(0) // step
+	conn.WriteInt(d.keys[0]) // first key
+	conn.WriteInt(d.keys[1]) // last key
+	conn.WriteInt(d.keys[2]) // step
 	conn.WriteArray(0)
 	conn.WriteArray(0)
 	conn.WriteArray(0)
@@ -523,129 +596,9 @@ func cmdTime(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	conn.WriteBulkString(strconv.Itoa(now.Nanosecond() / 1000))
 }
 
-func cmdInfo(s *Server, c *client, conn redcon.Conn, args [][]byte) {
-	want := map[string]bool{}
-	for _, a := range args[1:] {
-		want[strings.ToLower(string(a))] = true
-	}
-	all := len(want) == 0 || want["all"] || want["default"] || want["everything"]
-	var b strings.Builder
-	section := func(name string, lines ...string) {
-		if !all && !want[strings.ToLower(name)] {
-			return
-		}
-		if b.Len() > 0 {
-			b.WriteString("\r\n")
-		}
-		b.WriteString("# " + name + "\r\n")
-		for _, l := range lines {
-			b.WriteString(l + "\r\n")
-		}
-	}
-	st := s.ids.Status()
-	errs := s.ErrorCounts()
-	l := s.ids.Layout()
-	kv := func(k string, v any) string { return fmt.Sprintf("%s:%v", k, v) }
-	section("Server",
-		kv("redis_version", RedisVersion),
-		kv("idserver_version", s.cfg.Version),
-		kv("redis_mode", "standalone"),
-		kv("os", "linux"),
-		kv("process_id", os.Getpid()),
-		kv("run_id", s.cfg.NodeID),
-		kv("tcp_port", s.cfg.Port),
-		kv("uptime_in_seconds", int(time.Since(s.started).Seconds())),
-		kv("uptime_in_days", int(time.Since(s.started).Hours()/24)),
-	)
-	section("Clients",
-		kv("connected_clients", s.connectedClients()),
-		kv("maxclients", s.cfg.MaxClients),
-		kv("rejected_connections", s.stats.rejected.Load()),
-	)
-	section("Stats",
-		kv("total_connections_received", s.stats.connections.Load()),
-		kv("total_commands_processed", s.stats.commands.Load()),
-		kv("ids_issued", s.issued("nextid", "geneid")),
-		kv("segment_values_issued", s.issued("incr", "incrby", "nextseg")),
-		kv("total_error_replies", s.stats.errorReplies.Load()),
-		kv("tryagain_errors", errs["TRYAGAIN"]),
-		kv("protocol_errors", errs["PROTOCOL"]),
-		kv("clockback_errors", errs["CLOCKBACK"]),
-		kv("auth_failures", errs["WRONGPASS"]),
-	)
-	section("Persistence",
-		kv("loading", 0),
-		kv("high_water_ms", st.HighWaterMS),
-		kv("window_ahead_ms", st.WindowAheadMS),
-	)
-	section("Snowflake",
-		kv("node_id", s.cfg.NodeID),
-		kv("worker_id", st.Worker),
-		kv("layout", strings.ReplaceAll(l.String(), " ", ",")),
-		kv("logical_clock_ms", st.LogicalMS),
-		kv("last_id_time_ms", st.LastTimeMS),
-		kv("clock_borrow_ms", st.BorrowMS),
-	)
-	var clusterLines []string
-	keyspace := []string{}
-	if s.cfg.Cluster != nil {
-		for _, kv := range s.cfg.Cluster.Info() {
-			clusterLines = append(clusterLines, kv[0]+":"+kv[1])
-		}
-		if n := s.cfg.Cluster.Size(); n > 0 {
-			keyspace = append(keyspace, fmt.Sprintf("db0:keys=%d,expires=0,avg_ttl=0", n))
-		}
-	}
-	section("Cluster", clusterLines...)
-	var segLines []string
-	if lister, ok := s.cfg.Segments.(interface{ Status() []engine.SegmentStatus }); ok {
-		for _, st := range lister.Status() {
-			segLines = append(segLines, fmt.Sprintf("tag_%s:left=%d,spare=%d,step=%d,refills=%d,refilling=%d",
-				escapeTag(st.Tag), st.Left, st.SpareLeft, st.Step, st.Refills, b2i(st.Refilling)))
-		}
-		sort.Strings(segLines)
-	}
-	section("Segments", segLines...)
-	var cmdLines []string
-	for _, cs := range s.CommandStats() {
-		// usec is estimated from the timed sample (one call in latencySample).
-		perCall := 0.0
-		if cs.Timed > 0 {
-			perCall = float64(cs.Total.Microseconds()) / float64(cs.Timed)
-		}
-		cmdLines = append(cmdLines, fmt.Sprintf("cmdstat_%s:calls=%d,usec=%d,usec_per_call=%.2f,rejected_calls=0,failed_calls=%d",
-			cs.Name, cs.Calls, int64(perCall*float64(cs.Calls)), perCall, cs.Errors))
-	}
-	section("Commandstats", cmdLines...)
-	var errLines []string
-	for _, code := range ErrorCodes {
-		if n := errs[code]; n > 0 {
-			errLines = append(errLines, fmt.Sprintf("errorstat_%s:count=%d", code, n))
-		}
-	}
-	section("Errorstats", errLines...)
-	section("Keyspace", keyspace...)
-	conn.WriteBulkString(b.String())
-}
-
 func b2i(b bool) int {
 	if b {
 		return 1
 	}
 	return 0
-}
-
-// escapeTag keeps an INFO line one key:value line whatever bytes a tag
-// holds: bytes other than letters, digits, '_', '.' and '-' become %XX.
-func escapeTag(tag string) string {
-	var b strings.Builder
-	for i := 0; i < len(tag); i++ {
-		c := tag[i]
-		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == '-' {
-			b.WriteByte(c)
-		} else {
-			fmt.Fprintf(&b, "%%%02X", c)
-		}
-	}
-	return b.String()
 }

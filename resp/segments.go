@@ -21,15 +21,28 @@ type SegmentServer interface {
 // ClusterNode is the cluster as the wire needs it; *cluster.Cluster is one.
 type ClusterNode interface {
 	Allocate(ctx context.Context, tag string, n int64) (first, last int64, err error)
-	Set(ctx context.Context, tag string, v int64) error
+	// Set raises tag to v; cond is "", "NX" or "XX", decided atomically
+	// with the raise. It returns the high-water before and whether the tag
+	// existed (so whether an NX or XX SET applied).
+	Set(ctx context.Context, tag string, v int64, cond string) (old int64, existed bool, err error)
 	Get(tag string) (int64, bool)
 	High(ctx context.Context, tag string) (int64, bool)
 	Size() int
+	// ScanTags pages over the tags in sorted order: up to count tags from
+	// cursor, and the next cursor (0 after the last page).
+	ScanTags(cursor uint64, count int) (next uint64, tags []string)
 	Join(ctx context.Context, node, raftAddr, respAddr string) (worker, startAboveMS, leaseEndMS int64, err error)
 	Forget(ctx context.Context, node string) error
 	Leader() (string, bool)
 	Info() [][2]string
 }
+
+// Key positions for COMMAND INFO, so that cluster-aware clients and
+// proxies find the tag.
+var (
+	oneKey  = [3]int{1, 1, 1}
+	allKeys = [3]int{1, -1, 1}
+)
 
 // MaxSegment is the largest n NEXTSEG takes.
 const MaxSegment = 1_000_000_000
@@ -45,17 +58,20 @@ func (s *Server) requestTimeout() time.Duration {
 
 func init() {
 	for _, d := range []*command{
-		{name: "nextseg", arity: 3, flags: []string{"write", "fast"}, summary: "Reserve n contiguous values of a tag: [first, last]", handler: cmdNextSeg},
-		{name: "incr", arity: 2, flags: []string{"write", "fast"}, summary: "The next value of a tag", handler: cmdIncr},
-		{name: "incrby", arity: 3, flags: []string{"write", "fast"}, summary: "Reserve n values of a tag, return the last", handler: cmdIncrBy},
-		{name: "get", arity: 2, flags: []string{"readonly", "fast"}, summary: "A tag's cluster-wide allocation high-water", handler: cmdGet},
-		{name: "set", arity: -3, flags: []string{"write"}, summary: "Raise a tag: every later value is above v", handler: cmdSet},
-		{name: "exists", arity: -2, flags: []string{"readonly", "fast"}, summary: "How many of the tags exist", handler: cmdExists},
+		{name: "nextseg", arity: 3, keys: oneKey, flags: []string{"write", "fast"}, summary: "Reserve n contiguous values of a tag: [first, last]", handler: cmdNextSeg},
+		{name: "incr", arity: 2, keys: oneKey, flags: []string{"write", "fast"}, summary: "The next value of a tag", handler: cmdIncr},
+		{name: "incrby", arity: 3, keys: oneKey, flags: []string{"write", "fast"}, summary: "Reserve n values of a tag, return the last", handler: cmdIncrBy},
+		{name: "get", arity: 2, keys: oneKey, flags: []string{"readonly", "fast"}, summary: "A tag's cluster-wide allocation high-water", handler: cmdGet},
+		{name: "set", arity: -3, keys: oneKey, flags: []string{"write"}, summary: "Raise a tag: every later value is above v; NX, XX, GET as Redis", handler: cmdSet},
+		{name: "setnx", arity: 3, keys: oneKey, flags: []string{"write", "fast"}, summary: "Create a tag at v if it does not exist", handler: cmdSetNX},
+		{name: "exists", arity: -2, keys: allKeys, flags: []string{"readonly", "fast"}, summary: "How many of the tags exist", handler: cmdExists},
+		{name: "scan", arity: -2, flags: []string{"readonly"}, summary: "Page over the tags: SCAN cursor [MATCH pattern] [COUNT n] [TYPE string]", handler: cmdScan},
+		{name: "type", arity: 2, keys: oneKey, flags: []string{"readonly", "fast"}, summary: "string for a tag, none for an unknown one", handler: cmdType},
 		{name: "dbsize", arity: 1, flags: []string{"readonly", "fast"}, summary: "The number of tags", handler: cmdDBSize},
-		{name: "decr", arity: 2, flags: []string{"write"}, summary: "Refused: values never go back", handler: cmdNeverBack},
-		{name: "decrby", arity: 3, flags: []string{"write"}, summary: "Refused: values never go back", handler: cmdNeverBack},
-		{name: "del", arity: -2, flags: []string{"write"}, summary: "Refused: values never go back", handler: cmdNeverBack},
-		{name: "cluster", arity: -2, flags: []string{"admin"}, summary: "INFO, LEADER, JOIN, FORGET", handler: cmdCluster},
+		{name: "decr", arity: 2, keys: oneKey, flags: []string{"write"}, summary: "Refused: values never go back", handler: cmdNeverBack},
+		{name: "decrby", arity: 3, keys: oneKey, flags: []string{"write"}, summary: "Refused: values never go back", handler: cmdNeverBack},
+		{name: "del", arity: -2, keys: allKeys, flags: []string{"write"}, summary: "Refused: values never go back", handler: cmdNeverBack},
+		{name: "cluster", arity: -2, subcommands: true, flags: []string{"admin"}, summary: "INFO, LEADER, JOIN, FORGET", handler: cmdCluster},
 	} {
 		commandTable[d.name] = d
 	}
@@ -169,27 +185,98 @@ func cmdGet(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	conn.WriteBulkString(strconv.FormatInt(v, 10))
 }
 
-func cmdSet(s *Server, c *client, conn redcon.Conn, args [][]byte) {
-	if len(args) > 3 {
-		// Redis's SET options (EX, NX, GET, ...) mean nothing for ID tags.
-		s.errorReply(conn, "ERR syntax error")
-		return
+// setOptions are SET's options after the value.
+type setOptions struct {
+	cond   string // "", "NX" or "XX"
+	get    bool
+	expire string // EX, PX, EXAT, PXAT or KEEPTTL: refused, tags never expire
+}
+
+// parseSetOptions follows Redis's parser: the same conflicts are a syntax
+// error, and an expiry's argument must be a positive integer.
+func (s *Server) parseSetOptions(conn redcon.Conn, args [][]byte) (setOptions, bool) {
+	var o setOptions
+	var expireArg []byte
+	for i := 0; i < len(args); i++ {
+		opt := strings.ToUpper(string(args[i]))
+		switch {
+		case opt == "NX" && o.cond != "XX", opt == "XX" && o.cond != "NX":
+			o.cond = opt
+		case opt == "GET":
+			o.get = true
+		case opt == "KEEPTTL" && (o.expire == "" || o.expire == "KEEPTTL"):
+			o.expire = opt
+		case (opt == "EX" || opt == "PX" || opt == "EXAT" || opt == "PXAT") && (o.expire == "" || o.expire == opt) && i+1 < len(args):
+			o.expire = opt
+			i++
+			expireArg = args[i]
+		default:
+			s.errorReply(conn, "ERR syntax error")
+			return o, false
+		}
 	}
-	if !s.validTag(conn, args[1]) || !s.needCluster(conn) {
-		return
+	if expireArg != nil {
+		n, ok := parseInt64(expireArg)
+		if !ok {
+			s.errorReply(conn, errNotInteger)
+			return o, false
+		}
+		if n <= 0 {
+			s.errorReply(conn, "ERR invalid expire time in 'set' command")
+			return o, false
+		}
 	}
-	v, ok := parseInt64(args[2])
-	if !ok {
+	if o.expire != "" {
+		s.errorReply(conn, "ERR tags never expire: SET "+o.expire+" is not supported")
+		return o, false
+	}
+	return o, true
+}
+
+// set runs SET tag v with a condition; applied says whether it raised the tag.
+func (s *Server) set(conn redcon.Conn, tag, value []byte, cond string) (old int64, existed, applied, ok bool) {
+	if !s.validTag(conn, tag) || !s.needCluster(conn) {
+		return 0, false, false, false
+	}
+	v, isInt := parseInt64(value)
+	if !isInt {
 		s.errorReply(conn, errNotInteger)
-		return
+		return 0, false, false, false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.requestTimeout())
 	defer cancel()
-	if err := s.cfg.Cluster.Set(ctx, string(args[1]), v); err != nil {
+	old, existed, err := s.cfg.Cluster.Set(ctx, string(tag), v, cond)
+	if err != nil {
 		s.clusterError(conn, err)
+		return 0, false, false, false
+	}
+	applied = cond == "" || (cond == "NX") != existed
+	return old, existed, applied, true
+}
+
+// cmdSet: SET tag v [NX|XX] [GET]. GET answers the high-water before.
+func cmdSet(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+	o, ok := s.parseSetOptions(conn, args[3:])
+	if !ok {
 		return
 	}
-	conn.WriteString("OK")
+	old, existed, applied, ok := s.set(conn, args[1], args[2], o.cond)
+	switch {
+	case !ok:
+	case o.get && existed:
+		conn.WriteBulkString(strconv.FormatInt(old, 10))
+	case o.get || !applied:
+		writeNull(conn, c)
+	default:
+		conn.WriteString("OK")
+	}
+}
+
+// cmdSetNX: SETNX tag v, 1 when it created the tag.
+func cmdSetNX(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+	if _, _, applied, ok := s.set(conn, args[1], args[2], "NX"); ok {
+		conn.WriteInt(b2i(applied))
+	}
 }
 
 func cmdExists(s *Server, c *client, conn redcon.Conn, args [][]byte) {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,6 +40,12 @@ type Config struct {
 	// RequestTimeout bounds a command that waits on the cluster (the
 	// cluster's Timing().Request); 10s when zero.
 	RequestTimeout time.Duration
+	// Ready reports whether the node serves yet. Until it first says true,
+	// every command but the connection and introspection ones (PING, ECHO,
+	// QUIT, HELLO, AUTH, SELECT, CLIENT, COMMAND, CONFIG, INFO, TIME) is
+	// answered "-LOADING ...", as Redis answers while it loads, and INFO
+	// says loading:1. Once true it is not asked again. nil: ready at once.
+	Ready func() bool
 }
 
 // RedisVersion is the Redis version whose behaviour the server follows; it
@@ -58,6 +65,7 @@ type Server struct {
 	nextClientID atomic.Int64
 	stats        stats
 	clockBehind  atomic.Bool    // answering CLOCKBACK; logged on each change
+	ready        atomic.Bool    // Config.Ready said true once
 	cmdStats     []commandStats // by command index
 	errorsByCode []atomic.Int64 // by ErrorCodes index
 }
@@ -88,22 +96,29 @@ func New(cfg Config, ids IDSource) *Server {
 		cmdStats: make([]commandStats, len(commandTable)), errorsByCode: make([]atomic.Int64, len(ErrorCodes))}
 }
 
-// client is one connection's state.
+// client is one connection's state. Its own goroutine (redcon's, for the
+// connection) reads and writes it; CLIENT LIST on another connection reads
+// what it shows under mu (proto, name, libName, libVer, written under mu)
+// and through lastCmd, so that it never reads a string being written.
 type client struct {
 	id      int64
 	conn    *guardConn
 	addr    string
 	created time.Time
-	proto   int // 2 or 3
 	authed  bool
+
+	mu      sync.Mutex
+	proto   int // 2 or 3
 	name    string
 	libName string
 	libVer  string
-	lastCmd string
-	cmd     int     // index of the command being answered
-	timed   int     // commands answered, for latency sampling
-	errors  int64   // error replies written on this connection
-	ids     []int64 // reused reply buffer
+
+	lastCmd atomic.Pointer[string] // the command's name, as CLIENT LIST shows it
+	cmd     int                    // index of the command being answered
+	timed   int                    // commands answered, for latency sampling
+	errors  int64                  // error replies written on this connection
+	ids     []int64                // reused reply buffer
+	tx      txState                // MULTI ... EXEC
 }
 
 // Serve answers connections from ln until Close. It returns nil after Close.
@@ -176,7 +191,6 @@ func (s *Server) connectedClients() int {
 
 func (s *Server) handle(conn redcon.Conn, cmd redcon.Command) {
 	c := conn.Context().(*client)
-	s.stats.commands.Add(1)
 	var lower [24]byte
 	name := cmd.Args[0]
 	var def *command
@@ -189,28 +203,62 @@ func (s *Server) handle(conn redcon.Conn, cmd redcon.Command) {
 		}
 		def = commandTable[string(lower[:len(name)])]
 	}
-	if def == nil {
-		s.errorReply(conn, unknownCommand(cmd.Args))
-		return
+	switch {
+	case def == nil:
+		s.refuse(c, conn, unknownCommand(cmd.Args))
+	case !def.arityOK(len(cmd.Args)): // before NOAUTH, as Redis checks
+		s.refuse(c, conn, wrongArity(def.name))
+	case !c.authed && !def.beforeAuth:
+		s.refuse(c, conn, "NOAUTH Authentication required.")
+	case !def.whileLoading && !s.isReady():
+		s.refuse(c, conn, "LOADING idserver is starting: waiting for its worker ID and a Raft leader")
+	case c.tx.active && !notQueued[def.name]:
+		s.queue(c, conn, def, cmd.Args)
+	default:
+		s.dispatch(c, conn, def, cmd.Args)
 	}
-	if !c.authed && !def.beforeAuth {
-		s.errorReply(conn, "NOAUTH Authentication required.")
-		return
+}
+
+// isReady reports whether the node serves every command (Config.Ready).
+func (s *Server) isReady() bool {
+	if s.ready.Load() {
+		return true
 	}
-	if !def.arityOK(len(cmd.Args)) {
-		s.errorReply(conn, wrongArity(def.name))
-		return
+	if s.cfg.Ready == nil || s.cfg.Ready() {
+		s.ready.Store(true)
+		return true
 	}
-	c.lastCmd, c.cmd = def.name, def.index
+	return false
+}
+
+// refuse answers a command that cannot run; inside MULTI it also makes
+// EXEC abort, as in Redis.
+func (s *Server) refuse(c *client, conn redcon.Conn, msg string) {
+	if c.tx.active {
+		c.tx.dirty = true
+	}
+	s.errorReply(conn, msg)
+}
+
+// dispatch runs a command and counts it, at once or inside EXEC.
+func (s *Server) dispatch(c *client, conn redcon.Conn, def *command, args [][]byte) {
+	s.stats.commands.Add(1)
+	c.cmd = def.index
+	if def.subcommands && len(args) > 1 {
+		name := def.name + "|" + strings.ToLower(string(args[1]))
+		c.lastCmd.Store(&name)
+	} else {
+		c.lastCmd.Store(&def.name)
+	}
 	errorsBefore := c.errors
 	st := &s.cmdStats[def.index]
 	st.calls.Add(1)
 	if c.timed++; c.timed%latencySample == 0 {
 		start := time.Now()
-		def.handler(s, c, conn, cmd.Args)
+		def.handler(s, c, conn, args)
 		st.observe(time.Since(start))
 	} else {
-		def.handler(s, c, conn, cmd.Args)
+		def.handler(s, c, conn, args)
 	}
 	if c.errors != errorsBefore {
 		st.errors.Add(1)

@@ -38,6 +38,13 @@ func (m *memHighWater) SetHighWaterSync(ms int64) error {
 // startServer serves a real engine on 127.0.0.1:0 and returns its address.
 func startServer(t *testing.T, cfg Config) string {
 	t.Helper()
+	_, addr := startServerT(t, cfg)
+	return addr
+}
+
+// startServerT is startServer that also returns the server.
+func startServerT(t *testing.T, cfg Config) (*Server, string) {
+	t.Helper()
 	gen, err := engine.New(engine.Config{Layout: engine.DefaultLayout(), Worker: 3, MaxBorrow: time.Second, LeaseEndMS: math.MaxInt64}, time.Now, &memHighWater{})
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +63,7 @@ func startServer(t *testing.T, cfg Config) string {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	return ln.Addr().String()
+	return srv, ln.Addr().String()
 }
 
 func newClient(t *testing.T, addr string, proto int, password string) *redis.Client {
@@ -398,5 +405,55 @@ func TestMaxClients(t *testing.T) {
 		} else if time.Now().After(deadline) {
 			t.Fatalf("after a client left: %q", line)
 		}
+	}
+}
+
+func calls(s *Server, name string) int64 {
+	return s.cmdStats[commandTable[name].index].calls.Load()
+}
+
+// TestNothingRunsAfterQuit: commands pipelined after QUIT, in the same
+// packet or the next, never reach a handler.
+func TestNothingRunsAfterQuit(t *testing.T) {
+	srv, addr := startServerT(t, Config{})
+	for i := range 20 {
+		conn, rd := dial(t, addr)
+		tail := "*2\r\n$4\r\nECHO\r\n$1\r\nx\r\nNEXTID\r\n"
+		if i%2 == 0 {
+			send(t, conn, "PING\r\nQUIT\r\n"+tail)
+		} else {
+			send(t, conn, "PING\r\nQUIT\r\n")
+			send(t, conn, tail)
+		}
+		if a, b := readLine(t, rd), readLine(t, rd); a != "+PONG" || b != "+OK" {
+			t.Fatalf("connection %d: %q %q", i, a, b)
+		}
+		// EOF, or a reset when the tail reached a closed socket.
+		if b, err := rd.ReadByte(); err == nil {
+			t.Fatalf("connection %d: open after QUIT: %q", i, b)
+		}
+	}
+	if n, m := calls(srv, "echo"), calls(srv, "nextid"); n != 0 || m != 0 {
+		t.Fatalf("after QUIT: %d ECHO and %d NEXTID ran", n, m)
+	}
+}
+
+// TestEmptyMultibulkAndInline: *0 and *-1 are ignored as Redis does, and
+// inline commands split as Redis splits them.
+func TestEmptyMultibulkAndInline(t *testing.T) {
+	addr := startServer(t, Config{})
+	conn, rd := dial(t, addr)
+	send(t, conn, "*0\r\n*-1\r\nPING\r\n\t ECHO\t\"\\x41\\tb\" 'c d'\r\n")
+	if line := readLine(t, rd); line != "+PONG" {
+		t.Fatalf("after *0 and *-1: %q", line)
+	}
+	send(t, conn, "*1\r\n$4\r\nPING\r\n")
+	if line := readLine(t, rd); line != "-ERR wrong number of arguments for 'echo' command" {
+		t.Fatalf("inline ECHO with two arguments: %q", line)
+	}
+	send(t, conn, "ECHO \"\\x41\\tb\"\r\n")
+	readLine(t, rd) // +PONG
+	if a, b := readLine(t, rd), readLine(t, rd); a != "$3" || b != "A\tb" {
+		t.Fatalf("inline escapes: %q %q", a, b)
 	}
 }

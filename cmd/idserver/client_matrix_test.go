@@ -1,7 +1,9 @@
 package main
 
 // The client matrix: every client an operator's services may use, with and
-// without a password, issuing NEXTID, GENEID, DECODE, NEXTSEG and INCR.
+// without a password, issuing NEXTID, GENEID, DECODE, NEXTSEG and INCR, a
+// transaction pipeline (MULTI ... EXEC as the client builds it) and the
+// "seed the counter if absent" idiom, SET NX.
 
 import (
 	"context"
@@ -70,6 +72,28 @@ func TestMatrixGoRedis(t *testing.T) {
 			if _, err := rdb.Do(ctx, "NEXTID").Int64(); err != nil {
 				t.Fatal(err)
 			}
+			// A transaction pipeline: MULTI, the commands, EXEC.
+			tx, seed := "go-tx-"+strconv.Itoa(proto), "go-seed-"+strconv.Itoa(proto)
+			var incr, incrBy *redis.IntCmd
+			var setNX *redis.StatusCmd
+			if _, err := rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+				incr = pipe.Incr(ctx, tx)
+				incrBy = pipe.IncrBy(ctx, tx, 5)
+				setNX = pipe.SetArgs(ctx, seed, 1000000, redis.SetArgs{Mode: "NX"})
+				return nil
+			}); err != nil || incr.Val() != 1 || incrBy.Val() != 6 || setNX.Val() != "OK" {
+				t.Fatalf("RESP%d TxPipelined: %v %v %v %v", proto, err, incr, incrBy, setNX)
+			}
+			// SET NX again does nothing; SETNX likewise; the next INCR is above the seed.
+			if err := rdb.SetArgs(ctx, seed, 5, redis.SetArgs{Mode: "NX"}).Err(); err != redis.Nil {
+				t.Fatalf("RESP%d second SET NX: %v", proto, err)
+			}
+			if ok, err := rdb.SetNX(ctx, seed, 5, 0).Result(); ok || err != nil {
+				t.Fatalf("RESP%d SETNX on a seeded tag: %v %v", proto, ok, err)
+			}
+			if v, err := rdb.Incr(ctx, seed).Result(); err != nil || v != 1000001 {
+				t.Fatalf("RESP%d INCR after SET NX 1000000: %d %v", proto, v, err)
+			}
 		}
 	}
 }
@@ -103,6 +127,25 @@ func TestMatrixRueidis(t *testing.T) {
 		}
 		if v, err := c.Do(ctx, c.B().Incr().Key("rue").Build()).AsInt64(); err != nil || v <= seg[1] {
 			t.Fatalf("rueidis INCR: %d %v", v, err)
+		}
+		// A transaction pipeline on one connection: MULTI, the commands, EXEC.
+		res := c.DoMulti(ctx, c.B().Multi().Build(), c.B().Incr().Key("rue-tx").Build(), c.B().Incrby().Key("rue-tx").Increment(5).Build(),
+			c.B().Set().Key("rue-seed").Value("1000000").Nx().Build(), c.B().Exec().Build())
+		exec, err := res[4].ToArray()
+		if err != nil || len(exec) != 3 {
+			t.Fatalf("rueidis EXEC: %v %v", exec, err)
+		}
+		a, _ := exec[0].AsInt64()
+		b, _ := exec[1].AsInt64()
+		ok, _ := exec[2].ToString()
+		if a != 1 || b != 6 || ok != "OK" {
+			t.Fatalf("rueidis EXEC replies: %d %d %q", a, b, ok)
+		}
+		if err := c.Do(ctx, c.B().Set().Key("rue-seed").Value("5").Nx().Build()).Error(); !rueidis.IsRedisNil(err) {
+			t.Fatalf("rueidis second SET NX: %v", err)
+		}
+		if v, err := c.Do(ctx, c.B().Incr().Key("rue-seed").Build()).AsInt64(); err != nil || v != 1000001 {
+			t.Fatalf("rueidis INCR after SET NX 1000000: %d %v", v, err)
 		}
 	}
 }
@@ -178,7 +221,8 @@ func TestMatrixNodeClients(t *testing.T) {
 		cmd := exec.Command(node, args...)
 		cmd.Env = append(os.Environ(), "NODE_PATH="+modules)
 		out, err := cmd.CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "PASS ioredis") || !strings.Contains(string(out), "PASS node-redis RESP2") {
+		if err != nil || !strings.Contains(string(out), "PASS ioredis") || !strings.Contains(string(out), "PASS node-redis RESP2") ||
+			!strings.Contains(string(out), "PASS node-redis RESP3") {
 			t.Fatalf("node clients pw=%q: %v\n%s", pass, err, out)
 		}
 		t.Log(strings.TrimSpace(string(out)))

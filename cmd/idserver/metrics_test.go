@@ -121,7 +121,7 @@ func TestMetricsMoveUnderLoadAndInfoParses(t *testing.T) {
 			t.Errorf("INFO has no # %s section", s)
 		}
 	}
-	if !strings.Contains(info, "tag_orders:left=") || !strings.Contains(info, "cmdstat_nextid:calls=") {
+	if !strings.Contains(info, "buffered_tags:2") || !strings.Contains(info, "cmdstat_nextid:calls=") {
 		t.Errorf("INFO:\n%s", info)
 	}
 }

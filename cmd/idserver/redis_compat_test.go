@@ -3,8 +3,6 @@ package main
 import (
 	"bufio"
 	"net"
-	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -43,33 +41,18 @@ func rawReplies(t *testing.T, addr string, cmds []string) []string {
 // against Debian's redis-server and idserver, where their semantics agree,
 // and compares the replies byte for byte.
 func TestIncrRepliesMatchRedisByteForByte(t *testing.T) {
-	server := needTool(t, "redis-server")
-	port := strconv.Itoa(freePort(t))
-	redis := exec.Command(server, "--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no")
-	if err := redis.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { redis.Process.Kill(); redis.Wait() }()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if c, err := net.Dial("tcp", "127.0.0.1:"+port); err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("redis-server did not listen")
-		}
-	}
+	redisAddr := startRedis(t)
 	p := startProc(t, t.TempDir())
 	cmds := []string{
 		"INCR orders", "INCR orders", "INCRBY orders 5", "INCRBY orders 700",
 		"INCR", "INCRBY orders", "INCRBY orders x", "INCRBY orders 99999999999999999999", "INCR a b",
 		"GET nosuch", "EXISTS orders nosuch", "EXISTS nosuch",
 		"SET edge 9223372036854775806", "INCRBY edge 5", "INCR edge", "INCR edge", "INCRBY edge 1",
-		"SET", "SET x 12 13",
+		"SET", "SET x 12 13 14",
 		"DBSIZE", "PING", "ECHO hello", "SELECT 0",
 		"NOSUCHCOMMAND a b",
 	}
-	want := rawReplies(t, "127.0.0.1:"+port, cmds)
+	want := rawReplies(t, redisAddr, cmds)
 	got := rawReplies(t, p.addr, cmds)
 	for i := range cmds {
 		if got[i] != want[i] {

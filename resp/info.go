@@ -1,0 +1,250 @@
+package resp
+
+import (
+	"fmt"
+	"os"
+	"runtime/metrics"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tidwall/redcon"
+
+	"idserver/engine"
+)
+
+// infoSection is one "# Name" section of INFO. Its lines are built only
+// when the section is asked for, and each is a fixed number of lines:
+// per-tag detail is paged through SCAN (names) and GET, and /metrics
+// (buffers).
+type infoSection struct {
+	name  string
+	in    infoSet // the smallest set it belongs to
+	lines func(s *Server) []string
+}
+
+// infoSet: INFO with no argument (or "default"), "all", "everything".
+type infoSet int
+
+const (
+	inDefault    infoSet = iota // also in all and everything
+	inAll                       // also in everything (Redis's commandstats)
+	inEverything                // only everything, or by name (Redis's module sections)
+)
+
+// infoSections are in Redis's order, with idserver's own sections where
+// they fit. Segments walks every local buffer (fixed size, but O(tags) in
+// time), so only "everything" or "INFO segments" builds it, and scrapers
+// asking for "all", as redis_exporter does, never pay for it.
+var infoSections = []infoSection{
+	{"Server", inDefault, (*Server).infoServer},
+	{"Clients", inDefault, (*Server).infoClients},
+	{"Memory", inDefault, (*Server).infoMemory},
+	{"Persistence", inDefault, (*Server).infoPersistence},
+	{"Stats", inDefault, (*Server).infoStats},
+	{"Replication", inDefault, (*Server).infoReplication},
+	{"Snowflake", inDefault, (*Server).infoSnowflake},
+	{"Segments", inEverything, (*Server).infoSegments},
+	{"Commandstats", inAll, (*Server).infoCommandstats},
+	{"Errorstats", inDefault, (*Server).infoErrorstats},
+	{"Cluster", inDefault, (*Server).infoCluster},
+	{"Keyspace", inDefault, (*Server).infoKeyspace},
+}
+
+// cmdInfo: INFO [section ...], with Redis's "default", "all" and "everything".
+func cmdInfo(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+	want := map[string]bool{}
+	for _, a := range args[1:] {
+		want[strings.ToLower(string(a))] = true
+	}
+	if len(want) == 0 {
+		want["default"] = true
+	}
+	set := infoSet(-1)
+	switch {
+	case want["everything"]:
+		set = inEverything
+	case want["all"]:
+		set = inAll
+	case want["default"]:
+		set = inDefault
+	}
+	var b strings.Builder
+	for _, sec := range infoSections {
+		if sec.in > set && !want[strings.ToLower(sec.name)] {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("\r\n")
+		}
+		b.WriteString("# " + sec.name + "\r\n")
+		for _, l := range sec.lines(s) {
+			b.WriteString(l + "\r\n")
+		}
+	}
+	conn.WriteBulkString(b.String())
+}
+
+func kv(k string, v any) string { return fmt.Sprintf("%s:%v", k, v) }
+
+func (s *Server) infoServer() []string {
+	return []string{
+		kv("redis_version", RedisVersion),
+		kv("idserver_version", s.cfg.Version),
+		kv("redis_mode", "standalone"),
+		kv("os", "linux"),
+		kv("arch_bits", strconv.IntSize),
+		kv("process_id", os.Getpid()),
+		kv("run_id", s.cfg.NodeID),
+		kv("tcp_port", s.cfg.Port),
+		kv("uptime_in_seconds", int(time.Since(s.started).Seconds())),
+		kv("uptime_in_days", int(time.Since(s.started).Hours()/24)),
+	}
+}
+
+func (s *Server) infoClients() []string {
+	return []string{
+		kv("connected_clients", s.connectedClients()),
+		kv("maxclients", s.cfg.MaxClients),
+		kv("rejected_connections", s.stats.rejected.Load()),
+	}
+}
+
+func (s *Server) infoMemory() []string {
+	sample := []metrics.Sample{{Name: "/memory/classes/total:bytes"}}
+	metrics.Read(sample)
+	used := int64(0)
+	if sample[0].Value.Kind() == metrics.KindUint64 {
+		used = int64(sample[0].Value.Uint64())
+	}
+	return []string{
+		kv("used_memory", used),
+		kv("used_memory_human", fmt.Sprintf("%.2fM", float64(used)/(1<<20))),
+		kv("maxmemory", 0),
+		kv("maxmemory_policy", "noeviction"),
+	}
+}
+
+func (s *Server) infoPersistence() []string {
+	st := s.ids.Status()
+	lines := []string{kv("loading", b2i(!s.isReady()))}
+	if !s.isReady() {
+		lines = append(lines, kv("loading_eta_seconds", 1)) // ioredis waits this long before asking again
+	}
+	return append(lines,
+		kv("high_water_ms", st.HighWaterMS),
+		kv("window_ahead_ms", st.WindowAheadMS),
+	)
+}
+
+func (s *Server) infoStats() []string {
+	errs := s.ErrorCounts()
+	return []string{
+		kv("total_connections_received", s.stats.connections.Load()),
+		kv("total_commands_processed", s.stats.commands.Load()),
+		kv("ids_issued", s.issued("nextid", "geneid")),
+		kv("segment_values_issued", s.issued("incr", "incrby", "nextseg")),
+		kv("total_error_replies", s.stats.errorReplies.Load()),
+		kv("tryagain_errors", errs["TRYAGAIN"]),
+		kv("protocol_errors", errs["PROTOCOL"]),
+		kv("clockback_errors", errs["CLOCKBACK"]),
+		kv("auth_failures", errs["WRONGPASS"]),
+	}
+}
+
+// infoReplication: every node accepts writes, so every node is a master
+// to a client or a proxy's health check; the Raft role is in # Cluster.
+func (s *Server) infoReplication() []string {
+	return []string{
+		kv("role", "master"),
+		kv("connected_slaves", 0),
+		kv("master_repl_offset", 0),
+	}
+}
+
+func (s *Server) infoSnowflake() []string {
+	st := s.ids.Status()
+	return []string{
+		kv("node_id", s.cfg.NodeID),
+		kv("worker_id", st.Worker),
+		kv("layout", strings.ReplaceAll(s.ids.Layout().String(), " ", ",")),
+		kv("logical_clock_ms", st.LogicalMS),
+		kv("last_id_time_ms", st.LastTimeMS),
+		kv("clock_borrow_ms", st.BorrowMS),
+	}
+}
+
+// infoSegments sums the local buffers (one pass over the buffered tags,
+// only when asked for); per-tag buffers are on /metrics.
+func (s *Server) infoSegments() []string {
+	lister, ok := s.cfg.Segments.(interface{ Status() []engine.SegmentStatus })
+	if !ok {
+		return nil
+	}
+	var tags, refilling, left, refills int64
+	for _, st := range lister.Status() {
+		tags++
+		refilling += int64(b2i(st.Refilling))
+		left += st.Left + st.SpareLeft
+		refills += st.Refills
+	}
+	return []string{
+		kv("buffered_tags", tags),
+		kv("buffered_values", left),
+		kv("refills", refills),
+		kv("refilling", refilling),
+	}
+}
+
+func (s *Server) infoCommandstats() []string {
+	var lines []string
+	for _, cs := range s.CommandStats() {
+		// usec is estimated from the timed sample (one call in latencySample).
+		perCall := 0.0
+		if cs.Timed > 0 {
+			perCall = float64(cs.Total.Microseconds()) / float64(cs.Timed)
+		}
+		lines = append(lines, fmt.Sprintf("cmdstat_%s:calls=%d,usec=%d,usec_per_call=%.2f,rejected_calls=0,failed_calls=%d",
+			cs.Name, cs.Calls, int64(perCall*float64(cs.Calls)), perCall, cs.Errors))
+	}
+	return lines
+}
+
+func (s *Server) infoErrorstats() []string {
+	errs := s.ErrorCounts()
+	var lines []string
+	for _, code := range ErrorCodes {
+		if n := errs[code]; n > 0 {
+			lines = append(lines, fmt.Sprintf("errorstat_%s:count=%d", code, n))
+		}
+	}
+	return lines
+}
+
+// infoCluster: cluster_enabled:0 (no Redis Cluster protocol: clients must
+// not look for slots), then the Raft view; its role is raft_role, so that
+// a client folding INFO into one map keeps role:master.
+func (s *Server) infoCluster() []string {
+	lines := []string{kv("cluster_enabled", 0)}
+	if s.cfg.Cluster == nil {
+		return lines
+	}
+	for _, pair := range s.cfg.Cluster.Info() {
+		k := pair[0]
+		if k == "role" {
+			k = "raft_role"
+		}
+		lines = append(lines, k+":"+pair[1])
+	}
+	return lines
+}
+
+func (s *Server) infoKeyspace() []string {
+	if s.cfg.Cluster == nil {
+		return nil
+	}
+	if n := s.cfg.Cluster.Size(); n > 0 {
+		return []string{fmt.Sprintf("db0:keys=%d,expires=0,avg_ttl=0", n)}
+	}
+	return nil
+}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -284,5 +285,43 @@ func TestQuorumLostForGood(t *testing.T) {
 			}
 			seen[id] = true
 		}
+	}
+}
+
+// TestSetWithAMemberPaused (item 5, processes): a member paused with
+// SIGSTOP cannot confirm a SET, so SET answers an error naming it instead
+// of OK; after SIGCONT the retried SET answers OK and that member's next
+// value is above the floor.
+func TestSetWithAMemberPaused(t *testing.T) {
+	ms := startMembers(t, 3)
+	ctx := context.Background()
+	c1, c3 := ms[0].p.client(), ms[2].p.client()
+	if err := c3.Do(ctx, "INCR", "s").Err(); err != nil {
+		t.Fatal(err)
+	}
+	id3 := clusterInfo(t, c3)["node_id"]
+	high, err := c1.Do(ctx, "GET", "s").Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := high + 1000
+	if err := ms[2].p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	err = c1.Do(ctx, "SET", "s", v).Err()
+	ms[2].p.cmd.Process.Signal(syscall.SIGCONT)
+	if err == nil || !strings.Contains(err.Error(), id3) {
+		t.Fatalf("SET with %s paused: %v, want an error naming it", id3, err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if err = c1.Do(ctx, "SET", "s", v).Err(); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("SET retried after SIGCONT: %v", err)
+		}
+	}
+	if got, err := c3.Do(ctx, "INCR", "s").Int64(); err != nil || got <= v {
+		t.Fatalf("INCR on the resumed member after SET %d: %d %v", v, got, err)
 	}
 }

@@ -94,6 +94,7 @@ func TestMetricsMoveUnderLoadAndInfoParses(t *testing.T) {
 		{`idserver_raft_applied_index`, 1},
 		{`idserver_segment_buffered_values{tag="orders"}`, 1},
 		{`idserver_window_headroom_ms`, 1},
+		{`idserver_worker_lease_remaining_ms`, 1000},
 	} {
 		if v := metricValue(t, after, c.sample); v < c.min {
 			t.Errorf("%s = %v, want at least %v", c.sample, v, c.min)

@@ -116,7 +116,8 @@ func (s *idSource) Status() engine.Status {
 // joinWait bounds how long a start waits for the cluster to take the node.
 const joinWait = 60 * time.Second
 
-// Open starts a node; it serves RESP once it can issue IDs.
+// Open starts a node. Its RESP port answers at once, -LOADING until the
+// node holds a worker ID and a lease and can issue.
 func Open(cfg Config) (_ *Node, err error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -410,7 +411,7 @@ func (n *Node) renewLease(ctx context.Context) {
 		wall := n.cfg.Now().UnixMilli() - epoch
 		wait := lease / 4
 		if st.LeaseEndMS-max(wall, st.LastTimeMS) < lease.Milliseconds()*3/4 {
-			rctx, cancel := context.WithTimeout(ctx, n.Cluster.Timing().Call)
+			rctx, cancel := context.WithTimeout(ctx, min(n.Cluster.Timing().Call, lease/2))
 			end, err := n.Cluster.RenewLease(rctx, n.Worker, max(wall, st.LastTimeMS)+lease.Milliseconds())
 			cancel()
 			switch {

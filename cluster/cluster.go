@@ -41,6 +41,11 @@ type Config struct {
 	// Join says the node joins an existing cluster instead of bootstrapping
 	// its own when its directory is empty.
 	Join bool
+	// OnConflict is told, once, when this node bootstrapped a new cluster
+	// but another cluster's members reach for it as their member at its
+	// Raft address: it most likely replaced a member's disk without
+	// --join, and must stop issuing.
+	OnConflict func(error)
 	// Recover restarts the cluster from this node alone, after a majority
 	// of its members is lost for good (hashicorp/raft's RecoverCluster):
 	// the others are forgotten, every tag skips RecoverSkip values and
@@ -87,6 +92,8 @@ type Cluster struct {
 	pool   map[string][]net.Conn // idle node-to-node streams by Raft address
 
 	refusedLogged atomic.Int64
+	bootstrapped  bool          // this start bootstrapped a new cluster
+	conflict      sync.Once     // OnConflict, once
 	seq           atomic.Uint64 // node-to-node request numbers
 }
 
@@ -130,7 +137,19 @@ func Open(cfg Config) (*Cluster, error) {
 	c.cluster.Store(&id)
 	existing := Existing(cfg.Dir)
 	if existing && id == "" {
-		return nil, fmt.Errorf("%s holds Raft state but no cluster identity (made by an older idserver): start on a new --dir", cfg.Dir)
+		_, _, hasWorker, err := cfg.Store.Worker()
+		if err != nil {
+			return nil, err
+		}
+		if hasWorker {
+			return nil, fmt.Errorf("%s holds Raft state but no cluster identity (made by an older idserver): start on a new --dir", cfg.Dir)
+		}
+		// A joiner that was never admitted (its join was refused or cut
+		// short): its Raft state holds nothing; start it afresh.
+		if err := os.RemoveAll(filepath.Join(cfg.Dir, "raft")); err != nil {
+			return nil, err
+		}
+		existing = false
 	}
 	f, err := newFSM(cfg.Store, cfg.Layout.MaxWorker(), cfg.OnFloor)
 	if err != nil {
@@ -208,6 +227,13 @@ func Open(cfg Config) (*Cluster, error) {
 		if !existing {
 			return fail(errors.New("--recover needs the data directory of a surviving member"))
 		}
+		// A new identity first: should a "lost" member come back after all,
+		// its cluster and this one never exchange Raft traffic.
+		id = newClusterID()
+		if err := cfg.Store.SetClusterIDSync(id); err != nil {
+			return fail(err)
+		}
+		c.cluster.Store(&id)
 		alone := raft.Configuration{Servers: []raft.Server{{ID: rc.LocalID, Address: c.trans.LocalAddr()}}}
 		if err := raft.RecoverCluster(rc, f, logs, logs, snaps, c.trans, alone); err != nil {
 			return fail(fmt.Errorf("recover: %w", err))
@@ -227,6 +253,7 @@ func Open(cfg Config) (*Cluster, error) {
 		if err := c.raft.BootstrapCluster(boot).Error(); err != nil {
 			return fail(fmt.Errorf("bootstrap: %w", err))
 		}
+		c.bootstrapped = true
 		c.log.Info("bootstrapped a new cluster", "cluster_id", id)
 	}
 	c.stopped.Add(2)
@@ -250,11 +277,12 @@ func (c *Cluster) recoverAlone() error {
 	if skip <= 0 {
 		skip = 1_000_000_000_000
 	}
+	id := c.ClusterID()
 	if _, err := c.apply(newEntry(entryRecover).string(c.cfg.NodeID).varint(c.nowMS()).varint(skip).
-		varint(10 * c.cfg.WorkerLease.Milliseconds())); err != nil {
+		varint(10 * c.cfg.WorkerLease.Milliseconds()).string(id)); err != nil {
 		return fmt.Errorf("recover: %w", err)
 	}
-	c.log.Warn("recovered the cluster alone: the other members are forgotten, every tag skipped ahead",
+	c.log.Warn("recovered the cluster alone, under a new cluster ID: the other members are forgotten, every tag skipped ahead", "cluster_id", id,
 		"skip_values", skip, "skip_lease_ms", 10*c.cfg.WorkerLease.Milliseconds())
 	return nil
 }
@@ -303,6 +331,13 @@ func (c *Cluster) logRefused(from, theirs string) {
 	if n := c.refusedLogged.Add(1); n == 1 || n%100 == 0 {
 		c.log.Warn("refused a Raft connection from another cluster (or before this node was admitted)",
 			"from", from, "their_cluster", theirs, "this_cluster", c.ClusterID(), "refused_so_far", n)
+	}
+	if c.bootstrapped && theirs != "" && c.cfg.OnConflict != nil && len(c.PeerAddrs()) == 0 {
+		c.conflict.Do(func() {
+			c.cfg.OnConflict(fmt.Errorf("this node bootstrapped a new cluster %s, but members of cluster %s reach for it at its Raft address %s "+
+				"as one of theirs: it probably replaced a member's data directory without --join. Stop it; if it replaced a member, "+
+				"CLUSTER FORGET that member in %s and start this node on an empty --dir with --join", c.ClusterID(), theirs, c.RaftAddr(), theirs))
+		})
 	}
 }
 
@@ -404,7 +439,7 @@ func (c *Cluster) Allocate(ctx context.Context, tag string, n int64) (int64, int
 			return 0, 0, err
 		}
 	} else {
-		resp, err := c.toLeader(ctx, &request{Op: opAlloc, Items: items})
+		resp, err := c.toLeader(ctx, &request{Op: opAlloc, Node: c.cfg.NodeID, Items: items})
 		if err != nil {
 			return 0, 0, err
 		}
@@ -620,6 +655,22 @@ func (c *Cluster) join(ctx context.Context, node, raftAddr, respAddr string) (Jo
 	case !member && id.HasWorker:
 		return refuse("its data directory holds a worker ID, but it is not a member (it was forgotten): " +
 			"start it with an empty --dir to join again")
+	case id.RESPAddr != "" && id.RESPAddr != respAddr:
+		return refuse("the node at %s says its RESP address is %s, not %s", raftAddr, id.RESPAddr, respAddr)
+	case !member && c.fsm.freeWorker() < 0:
+		return refuse("no free worker ID: all %d are held; CLUSTER FORGET a node that is gone", c.cfg.Layout.MaxWorker()+1)
+	}
+	if member && m.RaftAddr != raftAddr && node != c.cfg.NodeID {
+		// A move is a restart on a new address, unless the old address
+		// still answers as the node: then two processes share one identity
+		// (a copied data directory), and one of them must go.
+		octx, cancel := context.WithTimeout(ctx, c.timing.Election*2)
+		old, err := c.call(octx, m.RaftAddr, &request{Op: opIdentify})
+		cancel()
+		if err == nil && old.Identity != nil && old.Identity.Node == node {
+			return refuse("node %s still answers at its Raft address %s; a second process with its identity at %s "+
+				"(a copied data directory?) must be stopped, and started on an empty --dir to join", node, m.RaftAddr, raftAddr)
+		}
 	}
 	if member {
 		// A member that restarted, perhaps on new addresses.
@@ -654,6 +705,10 @@ func (c *Cluster) join(ctx context.Context, node, raftAddr, respAddr string) (Jo
 	}
 	jr := resp.(joinResult)
 	if jr.Err != nil {
+		if node != c.cfg.NodeID {
+			// Leave the configuration as it was: no stray voter.
+			c.raft.RemoveServer(raft.ServerID(node), 0, c.timing.Apply)
+		}
 		return JoinResult{}, jr.Err
 	}
 	c.log.Info("member joined", "node", node, "worker", jr.Worker, "raft", raftAddr, "resp", respAddr,
@@ -664,7 +719,8 @@ func (c *Cluster) join(ctx context.Context, node, raftAddr, respAddr string) (Jo
 // identity is what this node says of itself to a node checking a join.
 func (c *Cluster) identity() (Identity, error) {
 	_, _, has, err := c.cfg.Store.Worker()
-	return Identity{Node: c.cfg.NodeID, Cluster: c.ClusterID(), Layout: c.cfg.Layout.String(), HasWorker: has}, err
+	return Identity{Node: c.cfg.NodeID, Cluster: c.ClusterID(), Layout: c.cfg.Layout.String(), HasWorker: has,
+		RESPAddr: c.cfg.RESPAddr}, err
 }
 
 // admit makes this node, which belongs to no cluster yet, a node of
@@ -708,11 +764,22 @@ func (c *Cluster) forget(node string) error {
 	if node == c.cfg.NodeID {
 		return fmt.Errorf("%w: the leader cannot forget itself: forget it through another member after a leader change", ErrRefused)
 	}
-	if _, ok := c.fsm.member(node); !ok {
+	_, member := c.fsm.member(node)
+	voter := false
+	if cf := c.raft.GetConfiguration(); cf.Error() == nil {
+		for _, s := range cf.Configuration().Servers {
+			voter = voter || s.ID == raft.ServerID(node)
+		}
+	}
+	if !member && !voter {
 		return fmt.Errorf("%w: unknown node %q", ErrNotMember, node)
 	}
 	if err := c.raft.RemoveServer(raft.ServerID(node), 0, c.timing.Apply).Error(); err != nil {
 		return fmt.Errorf("%w: remove server: %v", ErrNoLeader, err)
+	}
+	if !member {
+		c.log.Info("stray voter removed", "node", node)
+		return nil
 	}
 	resp, err := c.apply(newEntry(entryForget).string(node))
 	if err != nil {
@@ -767,16 +834,19 @@ func (c *Cluster) Snapshot() error { return c.raft.Snapshot().Error() }
 func (c *Cluster) Get(tag string) (int64, bool) { return c.fsm.tag(tag) }
 
 // High is a tag's cluster-wide allocation high-water, at least every value
-// any node has handed out: read on the leader (whose state machine has
-// every committed allocation), or from this node's state when there is no
-// leader to ask.
-func (c *Cluster) High(ctx context.Context, tag string) (int64, bool) {
-	if !c.IsLeader() {
-		if resp, err := c.toLeader(ctx, &request{Op: opHigh, Tag: tag}); err == nil {
-			return resp.Value, resp.Found
-		}
+// any node has handed out: read on the leader, whose state machine has every
+// committed allocation. With no leader to ask it is ErrNoLeader: a lagging
+// local copy could be below a value already handed out.
+func (c *Cluster) High(ctx context.Context, tag string) (int64, bool, error) {
+	if c.IsLeader() {
+		v, ok := c.fsm.tag(tag)
+		return v, ok, nil
 	}
-	return c.fsm.tag(tag)
+	resp, err := c.toLeader(ctx, &request{Op: opHigh, Tag: tag})
+	if err != nil {
+		return 0, false, err
+	}
+	return resp.Value, resp.Found, nil
 }
 
 // Size is the number of tags.

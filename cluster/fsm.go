@@ -27,8 +27,9 @@ const (
 	entryInit  byte = 6 // cluster ID, layout: the cluster's identity, once, at bootstrap
 	entryLease byte = 7 // node ID, worker ID, end ms: extend the node's lease on its worker ID
 	entryAddrs byte = 8 // node ID, raft address, RESP address: a member's new addresses
-	// entryRecover: node ID, now ms, value skip, time skip: the node restarted
-	// the cluster alone after the quorum was lost for good (RecoverCluster).
+	// entryRecover: node ID, now ms, value skip, time skip, new cluster ID:
+	// the node restarted the cluster alone after the quorum was lost for good
+	// (RecoverCluster).
 	entryRecover byte = 9
 )
 
@@ -306,7 +307,9 @@ func (f *fsm) applySet(d *decoder, b *persist.Batch, ch *changes) any {
 	if (cond == setNX && existed) || (cond == setXX && !existed) {
 		return res
 	}
-	if v < t.high() {
+	if v < t.high() && !(existed && v == t.Floor) {
+		// (A repeated SET of the current floor is a retry: it applies again,
+		// a no-op, so a SET that timed out unconfirmed can be retried.)
 		res.Err = fmt.Errorf("%w: %s is at %d", engine.ErrWouldGoBack, tag, t.high())
 		return res
 	}
@@ -399,8 +402,9 @@ func (f *fsm) applyLease(d *decoder, b *persist.Batch, _ *changes) any {
 // skips skipValues, and every other member's worker ID is forgotten with its
 // lease pushed skipMS past the later of its known end and now.
 func (f *fsm) applyRecover(d *decoder, b *persist.Batch, ch *changes) any {
-	node, nowMS, skipValues, skipMS := d.string(), d.varint(), d.varint(), d.varint()
+	node, nowMS, skipValues, skipMS, cluster := d.string(), d.varint(), d.varint(), d.varint(), d.string()
 	d.end()
+	f.meta.Cluster = cluster
 	for tag, t := range f.tags {
 		t.MaxID = t.high() + min(skipValues, math.MaxInt64-t.high())
 		f.tags[tag] = t
@@ -533,6 +537,18 @@ func (f *fsm) lease(node string) int64 {
 		return ws.LeaseEnd
 	}
 	return 0
+}
+
+// freeWorker is the worker ID the next join would get, -1 when none is free.
+func (f *fsm) freeWorker() int64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	for w := int64(0); w <= f.maxWorker; w++ {
+		if ws := f.meta.Workers[w]; ws == nil || ws.Forgotten {
+			return w
+		}
+	}
+	return -1
 }
 
 // identity is the cluster ID and layout from entryInit, "" before it.

@@ -310,6 +310,7 @@ type Identity struct {
 	Cluster   string `json:"cluster"` // "" when it belongs to none
 	Layout    string `json:"layout"`
 	HasWorker bool   `json:"has_worker"` // its directory holds a worker ID
+	RESPAddr  string `json:"resp"`       // its advertised RESP address
 }
 
 // JoinResult is what a member gets when it is admitted: its worker ID, the
@@ -410,6 +411,11 @@ func (c *Cluster) answer(req *request) *response {
 	case opForget:
 		return fail(c.forget(req.Node))
 	case opAlloc:
+		if _, ok := c.fsm.member(req.Node); !ok {
+			// A forgotten node gets no more values: SET confirms only with
+			// members.
+			return fail(fmt.Errorf("%w: node %q is not a member of the cluster (forgotten?)", ErrNotMember, req.Node))
+		}
 		results, err := c.allocLocal(ctx, req.Items)
 		if err != nil {
 			return fail(err)

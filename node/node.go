@@ -76,6 +76,7 @@ type Node struct {
 	ids          *idSource
 	ln           net.Listener
 	checkInLater bool // the start could not reach the cluster
+	conflicted   atomic.Pointer[error]
 	served       chan error
 	stop         context.CancelFunc
 	background   sync.WaitGroup
@@ -134,7 +135,7 @@ func Open(cfg Config) (_ *Node, err error) {
 	if cfg.ElectionTimeout <= 0 {
 		cfg.ElectionTimeout = 500 * time.Millisecond
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger, served: make(chan error, 1)}
+	n := &Node{cfg: cfg, log: cfg.Logger, served: make(chan error, 1), ids: &idSource{layout: cfg.Layout}}
 	var closers []func()
 	defer func() {
 		if err != nil {
@@ -177,6 +178,7 @@ func Open(cfg Config) (_ *Node, err error) {
 		Secret: cfg.RequirePass, Layout: cfg.Layout, Store: n.Store, Logger: cfg.Logger, Join: cfg.Join != "",
 		Now: cfg.Now, WorkerLease: cfg.WorkerLease, Recover: cfg.Recover, RecoverSkip: cfg.RecoverSkip, Network: cfg.Network, TLSServer: cfg.TLSServer, TLSClient: cfg.TLSClient,
 		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, SnapshotThreshold: cfg.SnapshotThreshold,
+		OnConflict: n.conflict,
 		OnFloor: func(tag string, v int64) {
 			if s := segments.Load(); s != nil {
 				s.DropBelow(tag, v)
@@ -194,7 +196,6 @@ func Open(cfg Config) (_ *Node, err error) {
 	// with a short timeout gets an answer, not a silent socket, while the
 	// node joins its cluster.
 	var ready atomic.Bool
-	n.ids = &idSource{layout: cfg.Layout}
 	n.Server = resp.New(resp.Config{
 		Password: cfg.RequirePass, Limits: cfg.Limits, Version: cfg.Version, NodeID: n.ID,
 		Port: n.ln.Addr().(*net.TCPAddr).Port, Bind: cfg.Bind, Logger: cfg.Logger, MaxClients: cfg.MaxClients,
@@ -219,7 +220,11 @@ func Open(cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	closers = append(closers, func() { n.Gen.Close() })
+	n.Gen.SetLeaseProblem("renewing it after the start") // cleared by the first renewal
 	n.ids.gen.Store(n.Gen)
+	if err := n.conflicted.Load(); err != nil {
+		return nil, *err
+	}
 
 	ctx, stop := context.WithCancel(context.Background())
 	n.stop = stop
@@ -248,7 +253,22 @@ func Open(cfg Config) (_ *Node, err error) {
 	return n, nil
 }
 
-// Served delivers the RESP server's error if it stops on its own.
+// conflict stops issuing at once and ends the node: its cluster identity
+// is in doubt (cluster.Config.OnConflict).
+func (n *Node) conflict(err error) {
+	n.log.Error("stopping: another cluster claims this node", "err", err)
+	n.conflicted.Store(&err)
+	if g := n.ids.gen.Load(); g != nil {
+		g.Close()
+	}
+	select {
+	case n.served <- err:
+	default:
+	}
+}
+
+// Served delivers the RESP server's error if it stops on its own, or a
+// conflict that ends the node.
 func (n *Node) Served() <-chan error { return n.served }
 
 // Close stops serving, stops the background loops and closes the parts in
@@ -367,7 +387,7 @@ func (n *Node) checkIn(ctx context.Context, viaCluster bool) (worker, startAbove
 }
 
 // joinThrough sends CLUSTER JOIN to a member's RESP port. An error reply
-// other than TRYAGAIN is a refusal.
+// other than TRYAGAIN or LOADING (the member is starting) is a refusal.
 func (n *Node) joinThrough(ctx context.Context, member string) (worker, startAbove, lease int64, err error) {
 	c := redis.NewClient(&redis.Options{Addr: member, Password: n.cfg.RequirePass, TLSConfig: n.cfg.TLSClient,
 		Protocol: 2, MaxRetries: -1, DisableIdentity: true})
@@ -375,7 +395,7 @@ func (n *Node) joinThrough(ctx context.Context, member string) (worker, startAbo
 	v, err := c.Do(ctx, "CLUSTER", "JOIN", n.ID, n.Cluster.RaftAddr(), n.Addr).Int64Slice()
 	var re redis.Error
 	switch {
-	case errors.As(err, &re) && !strings.HasPrefix(re.Error(), "TRYAGAIN"):
+	case errors.As(err, &re) && !strings.HasPrefix(re.Error(), "TRYAGAIN") && !strings.HasPrefix(re.Error(), "LOADING"):
 		return 0, 0, 0, fmt.Errorf("%w: %s answered: %v", cluster.ErrRefused, member, err)
 	case err != nil:
 		return 0, 0, 0, err

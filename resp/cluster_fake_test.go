@@ -45,7 +45,10 @@ func (f *fakeCluster) Get(tag string) (int64, bool) {
 	return v, ok
 }
 
-func (f *fakeCluster) High(ctx context.Context, tag string) (int64, bool) { return f.Get(tag) }
+func (f *fakeCluster) High(ctx context.Context, tag string) (int64, bool, error) {
+	v, ok := f.Get(tag)
+	return v, ok, nil
+}
 
 func (f *fakeCluster) Size() int {
 	f.mu.Lock()

@@ -26,7 +26,7 @@ type ClusterNode interface {
 	// existed (so whether an NX or XX SET applied).
 	Set(ctx context.Context, tag string, v int64, cond string) (old int64, existed bool, err error)
 	Get(tag string) (int64, bool)
-	High(ctx context.Context, tag string) (int64, bool)
+	High(ctx context.Context, tag string) (int64, bool, error)
 	Size() int
 	// ScanTags pages over the tags in sorted order: up to count tags from
 	// cursor, and the next cursor (0 after the last page).
@@ -82,7 +82,7 @@ func init() {
 func (s *Server) clusterError(conn redcon.Conn, err error) {
 	switch {
 	case errors.Is(err, engine.ErrNoLeader), errors.Is(err, context.DeadlineExceeded):
-		s.errorReply(conn, "TRYAGAIN no leader and nothing buffered; try again")
+		s.errorReply(conn, "TRYAGAIN no leader reachable for this request; try again")
 	case errors.Is(err, engine.ErrOverflow):
 		s.errorReply(conn, "ERR increment or decrement would overflow")
 	default:
@@ -177,8 +177,12 @@ func cmdGet(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.requestTimeout())
 	defer cancel()
-	v, ok := s.cfg.Cluster.High(ctx, string(args[1]))
-	if !ok {
+	v, ok, err := s.cfg.Cluster.High(ctx, string(args[1]))
+	switch {
+	case err != nil:
+		s.clusterError(conn, err)
+		return
+	case !ok:
 		writeNull(conn, c)
 		return
 	}

@@ -325,3 +325,22 @@ func TestSetWithAMemberPaused(t *testing.T) {
 		t.Fatalf("INCR on the resumed member after SET %d: %d %v", v, got, err)
 	}
 }
+
+// TestWipedMemberWithoutJoinStops (the replaced disk, started without
+// --join): it bootstraps a cluster of its own, but when its old cluster's
+// members reach for it at its Raft address it stops issuing and exits.
+func TestWipedMemberWithoutJoinStops(t *testing.T) {
+	ms := startMembers(t, 3)
+	victim := ms[2]
+	id := clusterInfo(t, victim.p.client())["node_id"]
+	victim.p.kill()
+	p, _ := launch(t, t.TempDir(), nil, "--port", victim.port, "--raft-addr", "127.0.0.1:"+victim.raft, "--node-id", id)
+	select {
+	case <-p.done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("a wiped member started without --join kept running:\n%s", p.logText())
+	}
+	if p.err == nil || !strings.Contains(p.logText(), "CLUSTER FORGET") {
+		t.Fatalf("exit %v:\n%s", p.err, p.logText())
+	}
+}

@@ -213,6 +213,9 @@ func TestSetWithAMemberCutOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	lone.stream.partition(true)
+	if err := lone.rdb.Do(ctx, "GET", "s").Err(); err == nil || !strings.HasPrefix(err.Error(), "TRYAGAIN") {
+		t.Fatalf("GET on a node with no leader in reach: %v, want TRYAGAIN, not a stale high-water", err)
+	}
 	err := l.rdb.Do(ctx, "SET", "s", 5000).Err()
 	if err == nil || !strings.Contains(err.Error(), lone.id) || !strings.Contains(err.Error(), "retrying it is safe") {
 		t.Fatalf("SET with %s cut off: %v", lone.id, err)

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -342,5 +343,78 @@ func TestWipedMemberWithoutJoinStops(t *testing.T) {
 	}
 	if p.err == nil || !strings.Contains(p.logText(), "CLUSTER FORGET") {
 		t.Fatalf("exit %v:\n%s", p.err, p.logText())
+	}
+}
+
+// TestRefusedJoinsLeaveNoStrayVoter: with every worker ID held, joins are
+// refused before the configuration changes, so two of them do not take a
+// healthy cluster down.
+func TestRefusedJoinsLeaveNoStrayVoter(t *testing.T) {
+	layout := []string{"--worker-bits", "1", "--seq-bits", "21"}
+	a := startProc(t, t.TempDir(), layout...)
+	b := startProc(t, t.TempDir(), append(layout, "--join", a.addr)...)
+	for range 2 {
+		p, err := launch(t, t.TempDir(), nil, append(layout, "--join", a.addr)...)
+		if log := waitExit(t, p, err); !strings.Contains(log, "no free worker ID") {
+			t.Fatalf("a third node with 2 worker IDs:\n%s", log)
+		}
+	}
+	time.Sleep(2 * time.Second) // time enough for a stray voter to cost the quorum
+	for _, p := range []*proc{a, b} {
+		c := p.client()
+		if err := c.Do(context.Background(), "INCR", "t").Err(); err != nil {
+			t.Fatalf("INCR on %s after refused joins: %v", p.addr, err)
+		}
+		if info := clusterInfo(t, c); info["members"] != "2" {
+			t.Fatalf("after refused joins: %v", info)
+		}
+	}
+}
+
+// TestReadmeClusterStartsBackToBack: the README's three commands started at
+// once; the joiners wait while the first node answers LOADING.
+func TestReadmeClusterStartsBackToBack(t *testing.T) {
+	port := freePort(t)
+	first := fmt.Sprintf("127.0.0.1:%d", port)
+	type started struct {
+		p   *proc
+		err error
+	}
+	done := make(chan started, 3)
+	for i, args := range [][]string{{"--port", strconv.Itoa(port)}, {"--join", first}, {"--join", first}} {
+		dir := t.TempDir()
+		go func() {
+			if i > 0 {
+				time.Sleep(20 * time.Millisecond)
+			}
+			p, err := launch(t, dir, nil, args...)
+			done <- started{p, err}
+		}()
+	}
+	for range 3 {
+		s := <-done
+		if s.err != nil {
+			t.Fatal(s.err)
+		}
+		if err := s.p.client().Do(context.Background(), "INCR", "orders").Err(); err != nil {
+			t.Fatalf("INCR on %s: %v", s.p.addr, err)
+		}
+	}
+}
+
+// TestCopiedMemberIsRefused: a member's data directory copied while it runs
+// and started elsewhere with --join is refused: the original still answers.
+func TestCopiedMemberIsRefused(t *testing.T) {
+	ms := startMembers(t, 3)
+	copyDir := filepath.Join(t.TempDir(), "copy")
+	if out, err := exec.Command("cp", "-a", ms[2].dir, copyDir).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	p, err := launch(t, copyDir, nil, "--join", "127.0.0.1:"+ms[0].port)
+	if log := waitExit(t, p, err); !strings.Contains(log, "still answers") {
+		t.Fatalf("the copy's refusal:\n%s", log)
+	}
+	if err := ms[2].p.client().Do(context.Background(), "NEXTID").Err(); err != nil {
+		t.Fatalf("the original after its copy was refused: %v", err)
 	}
 }

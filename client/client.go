@@ -113,6 +113,13 @@ type Client struct {
 
 	ids *Sequence
 
+	// coarse is time.Since(start) in ns, stored by a ticker every
+	// MaxAge/100 (1ms..100ms) and at every take from a process buffer;
+	// per-P caches check MaxAge against it.
+	start      time.Time
+	coarse     atomic.Int64
+	stopTicker chan struct{}
+
 	mu       sync.Mutex
 	genes    map[uint32]*Sequence
 	counters map[string]*Sequence
@@ -134,7 +141,9 @@ func New(opts Options) (*Client, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 5 * time.Second
 	}
-	c := &Client{opt: opts, genes: map[uint32]*Sequence{}, counters: map[string]*Sequence{}}
+	c := &Client{opt: opts, genes: map[uint32]*Sequence{}, counters: map[string]*Sequence{},
+		start: time.Now(), stopTicker: make(chan struct{})}
+	go c.tick(min(max(opts.MaxAge/100, time.Millisecond), 100*time.Millisecond))
 	for _, addr := range opts.Addrs {
 		o := redis.Options{MaxRetries: -1}
 		if opts.Redis != nil {
@@ -146,6 +155,24 @@ func New(opts Options) (*Client, error) {
 	c.ids = newSequence(c, c.fetchIDs("NEXTID"), opts.Buffer, opts.MaxAge, engineMaxCount)
 	return c, nil
 }
+
+// tick keeps the coarse clock until Close.
+func (c *Client) tick(every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case now := <-t.C:
+			c.coarse.Store(int64(now.Sub(c.start)))
+		case <-c.stopTicker:
+			return
+		}
+	}
+}
+
+// coarseNow is the coarse clock: ns since start, behind by at most a tick
+// (more when the process is starved of CPU).
+func (c *Client) coarseNow() int64 { return c.coarse.Load() }
 
 // engineMaxCount is the largest count NEXTID, GENEID and UUIDV7 take.
 const engineMaxCount = 10000
@@ -269,6 +296,9 @@ func (c *Client) UUIDv7(ctx context.Context) (string, error) {
 // is never handed out.
 func (c *Client) Close() error {
 	c.mu.Lock()
+	if !c.closed {
+		close(c.stopTicker)
+	}
 	c.closed = true
 	seqs := []*Sequence{c.ids}
 	for _, s := range c.genes {

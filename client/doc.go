@@ -41,7 +41,11 @@
 // issued it, and a buffered ID handed out later carries an older time. So
 // the time in an ID from this client is at most MaxAge plus a round trip
 // older than the moment it is used; choose MaxAge by how far your readers
-// of that time can tolerate.
+// of that time can tolerate. The per-P caches check MaxAge against a
+// coarse clock that the Client refreshes every MaxAge/100 (between 1ms and
+// 100ms) and at every take from the process buffer, so the bound holds to
+// within that tick (longer only if the process is starved of CPU); the
+// process buffer checks it against the real clock.
 //
 // Server errors (TRYAGAIN, CLOCKBACK, LOADING, a dead connection) move the
 // request to the next node in Options.Addrs; an error reaches the caller

@@ -42,9 +42,60 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "building idserver:", err)
 		os.Exit(1)
 	}
-	code := m.Run()
+	code := 1
+	if stop, err := exampleServer(dir); err != nil {
+		fmt.Fprintln(os.Stderr, "starting idserver for the example:", err)
+	} else {
+		code = m.Run()
+		stop()
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// exampleServer starts the idserver process Example uses, at IDSERVER_ADDR.
+func exampleServer(dir string) (stop func(), err error) {
+	if os.Getenv("IDSERVER_ADDR") != "" {
+		return func() {}, nil
+	}
+	cmd := exec.Command(binary, "--port", "0", "--dir", filepath.Join(dir, "example"))
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	stop = func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	}
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
+				found <- m[1]
+			}
+		}
+	}()
+	select {
+	case addr := <-found:
+		os.Setenv("IDSERVER_ADDR", addr)
+	case <-time.After(20 * time.Second):
+		stop()
+		return nil, fmt.Errorf("no listening line within 20s")
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("IDSERVER_ADDR"), MaxRetries: -1})
+	defer rdb.Close()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if err := rdb.Do(context.Background(), "NEXTID").Err(); err == nil {
+			return stop, nil
+		} else if time.Now().After(deadline) {
+			stop()
+			return nil, err
+		}
+	}
 }
 
 // server is one idserver process.

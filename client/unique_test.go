@@ -17,10 +17,16 @@ import (
 // uniqueness test: the value lists the nodes' addresses.
 const helperEnv = "IDCLIENT_UNIQUE_NODES"
 
-const (
-	helperGoroutines = 8
-	helperPerKind    = 3000 // per goroutine, of each kind
-)
+// helperGoroutines is the number of goroutines in each client process.
+const helperGoroutines = 8
+
+// helperPerKind is how many values of each kind one goroutine takes.
+func helperPerKind() int {
+	if raceEnabled {
+		return 300
+	}
+	return 3000
+}
 
 // runUniqueHelper takes helperPerKind snowflake IDs, gene IDs and counter
 // values in each of 8 goroutines through one Client on every node, and
@@ -43,14 +49,14 @@ func runUniqueHelper() int {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			lines := make([]string, 0, 3*helperPerKind)
+			lines := make([]string, 0, 3*helperPerKind())
 			ctr := c.Counter("unique")
-			for i := range helperPerKind {
+			for i := range helperPerKind() {
 				id, err1 := c.Next(ctx)
-				gene, err2 := c.Gene(ctx, strconv.Itoa(g*helperPerKind+i))
+				gene, err2 := c.Gene(ctx, strconv.Itoa(g*helperPerKind()+i))
 				seg, err3 := ctr.Next(ctx)
 				if err := cmpOr(err1, err2, err3); err != nil {
-					fmt.Fprintln(os.Stderr, err)
+					fmt.Fprintf(os.Stderr, "goroutine %d, value %d: %v (NEXTID %v, GENEID %v, NEXTSEG %v)\n", g, i, err, err1, err2, err3)
 					mu.Lock()
 					failed = true
 					mu.Unlock()
@@ -93,8 +99,9 @@ func TestEightProcessesNeverRepeat(t *testing.T) {
 	}
 	const procs = 8
 	type result struct {
-		out []byte
-		err error
+		out    []byte
+		stderr strings.Builder
+		err    error
 	}
 	results := make([]result, procs)
 	var wg sync.WaitGroup
@@ -109,18 +116,18 @@ func TestEightProcessesNeverRepeat(t *testing.T) {
 			addrs = append(addrs[i%3:], addrs[:i%3]...)
 			cmd := exec.Command(self, "-test.run", "^$")
 			cmd.Env = append(os.Environ(), helperEnv+"="+strings.Join(addrs, ","))
-			cmd.Stderr = os.Stderr
-			out, err := cmd.Output()
-			results[i] = result{out, err}
+			cmd.Stderr = &results[i].stderr
+			results[i].out, results[i].err = cmd.Output()
 		}()
 	}
 	wg.Wait()
 	ids := map[int64]int{}
 	segs := map[int64]int{}
-	want := procs * helperGoroutines * helperPerKind
-	for i, r := range results {
+	want := procs * helperGoroutines * helperPerKind()
+	for i := range results {
+		r := &results[i]
 		if r.err != nil {
-			t.Fatalf("client process %d: %v", i, r.err)
+			t.Fatalf("client process %d: %v\n%s", i, r.err, r.stderr.String())
 		}
 		for _, line := range strings.Split(strings.TrimSpace(string(r.out)), "\n") {
 			kind, num, _ := strings.Cut(line, " ")

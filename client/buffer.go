@@ -265,11 +265,13 @@ func (s *Sequence) startFetch(now time.Time, want int) *fetchCall {
 	n := min(max(s.batch, want), s.maxBatch)
 	call := &fetchCall{done: make(chan struct{})}
 	s.fetches.Add(1)
+	s.c.fetching.Add(1)
 	go s.runFetch(call, n)
 	return call
 }
 
 func (s *Sequence) runFetch(call *fetchCall, n int) {
+	defer s.c.fetching.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), s.c.opt.Timeout)
 	c, err := s.fetch(ctx, n)
 	cancel()

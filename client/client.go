@@ -120,6 +120,8 @@ type Client struct {
 	coarse     atomic.Int64
 	stopTicker chan struct{}
 
+	fetching sync.WaitGroup // requests in flight, waited for (briefly) by Close
+
 	mu       sync.Mutex
 	genes    map[uint32]*Sequence
 	counters map[string]*Sequence
@@ -173,6 +175,9 @@ func (c *Client) tick(every time.Duration) {
 // coarseNow is the coarse clock: ns since start, behind by at most a tick
 // (more when the process is starved of CPU).
 func (c *Client) coarseNow() int64 { return c.coarse.Load() }
+
+// closeGrace is how long Close waits for requests in flight.
+const closeGrace = 200 * time.Millisecond
 
 // engineMaxCount is the largest count NEXTID, GENEID and UUIDV7 take.
 const engineMaxCount = 10000
@@ -310,6 +315,18 @@ func (c *Client) Close() error {
 	c.mu.Unlock()
 	for _, s := range seqs {
 		s.close()
+	}
+	// Let requests in flight end before their connections close (go-redis
+	// logs a connection closed under a request), but not for long: a
+	// request to a hung node ends only at Options.Timeout.
+	ended := make(chan struct{})
+	go func() {
+		c.fetching.Wait()
+		close(ended)
+	}()
+	select {
+	case <-ended:
+	case <-time.After(closeGrace):
 	}
 	c.uuidMu.Lock()
 	c.uuidBuf = nil

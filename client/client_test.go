@@ -345,6 +345,38 @@ func TestServerKillDuringRefill(t *testing.T) {
 	t.Logf("%d IDs, %d before the restart, %d errors while the server was down", len(all), atKill, errs.Load())
 }
 
+// TestErrorsOnlyWhenTheBufferIsEmpty: with the server gone, the refills
+// started at the low-water mark fail in the background, and callers still
+// get every buffered ID; only the take after the last one sees the error.
+func TestErrorsOnlyWhenTheBufferIsEmpty(t *testing.T) {
+	srv := startServer(t, "")
+	c := newClient(t, Options{Addrs: []string{srv.addr}, Timeout: time.Second, Buffer: Buffer{Batch: 500, FixedBatch: true, Local: -1, Prefetch: 0.9}})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	first, err := c.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.kill()
+	ids := []int64{first}
+	for {
+		id, err := c.Next(ctx)
+		if err != nil {
+			if errors.Is(err, ErrClosed) || ctx.Err() != nil {
+				t.Fatalf("after %d IDs: %v", len(ids), err)
+			}
+			t.Logf("after %d IDs: %v", len(ids), err)
+			break
+		}
+		ids = append(ids, id)
+	}
+	st := c.IDs().Stats()
+	if len(ids) != 500 || st.Fetches < 2 {
+		t.Fatalf("%d IDs before the error (want the batch of 500), %+v", len(ids), st)
+	}
+	assertUnique(t, ids)
+}
+
 // TestFailoverAcrossClusterNodes: a client on all three members of a
 // cluster keeps issuing when the node it uses is killed; a Strict counter
 // keeps strictly increasing across the switch (dropping values of the new

@@ -52,7 +52,8 @@ type Options struct {
 // each). The zero value is the full client.
 type Buffer struct {
 	// Batch is the first batch size, and the smallest the adaptive size
-	// goes to; 1 with FixedBatch asks for one value per request. Default 128.
+	// goes to; 1 with FixedBatch asks for one value per request. Default
+	// 128, and 16 for each gene's IDs.
 	Batch int
 	// MaxBatch is the largest batch (NEXTID and GENEID take at most
 	// 10000); default 10000.
@@ -179,6 +180,11 @@ func (c *Client) coarseNow() int64 { return c.coarse.Load() }
 // closeGrace is how long Close waits for requests in flight.
 const closeGrace = 200 * time.Millisecond
 
+// geneBatch is a gene's first batch when Buffer.Batch is not set: a
+// process may use all 2^gene-bits genes, each with its own buffer, and a
+// busy gene's batch grows.
+const geneBatch = 16
+
 // engineMaxCount is the largest count NEXTID, GENEID and UUIDV7 take.
 const engineMaxCount = 10000
 
@@ -220,7 +226,11 @@ func (c *Client) geneSequence(ctx context.Context, buyer string) (*Sequence, err
 	s := c.genes[gene]
 	if s == nil {
 		// The decimal gene number is a buyer whose gene is itself.
-		s = newSequence(c, c.fetchIDs("GENEID", strconv.FormatUint(uint64(gene), 10)), c.opt.Buffer, c.opt.MaxAge, engineMaxCount)
+		buf := c.opt.Buffer
+		if buf.Batch <= 0 {
+			buf.Batch = geneBatch
+		}
+		s = newSequence(c, c.fetchIDs("GENEID", strconv.FormatUint(uint64(gene), 10)), buf, c.opt.MaxAge, engineMaxCount)
 		c.genes[gene] = s
 	}
 	return s, nil

@@ -441,6 +441,41 @@ func TestFailoverAcrossClusterNodes(t *testing.T) {
 	t.Logf("counter %d..%d, %d values dropped at the switch", vals[0], vals[len(vals)-1], ctr.Stats().Dropped)
 }
 
+// TestTryAgainMovesToTheNextNode: a member cut off from its quorum
+// answers TRYAGAIN once its worker lease ends; the client moves on to the
+// next address and keeps issuing. With only that member, the TRYAGAIN
+// reaches the caller.
+func TestTryAgainMovesToTheNextNode(t *testing.T) {
+	nodes := startCluster(t, 3, "--worker-lease", "2s")
+	// A node of another cluster stands in for a healthy member: the point
+	// is the switch, not uniqueness across two clusters.
+	healthy := startServer(t, "")
+	nodes[1].kill()
+	nodes[2].kill()
+	rdb := redis.NewClient(&redis.Options{Addr: nodes[0].addr, MaxRetries: -1})
+	defer rdb.Close()
+	ctx := context.Background()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		err := rdb.Do(ctx, "NEXTID").Err()
+		if err != nil && strings.HasPrefix(err.Error(), "TRYAGAIN") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cut-off member still answers NEXTID: %v", err)
+		}
+	}
+	c := newClient(t, Options{Addrs: []string{nodes[0].addr, healthy.addr}, Buffer: Buffer{Batch: 10, FixedBatch: true, Local: -1}})
+	all, _ := collect(t, 1, 100, c.Next)
+	assertUnique(t, all)
+	if c.cur.Load() != 1 {
+		t.Fatalf("the client stayed on node %d", c.cur.Load())
+	}
+	alone := newClient(t, Options{Addrs: []string{nodes[0].addr}})
+	if _, err := alone.Next(ctx); err == nil || !strings.HasPrefix(err.Error(), "TRYAGAIN") {
+		t.Fatalf("with only the cut-off member: %v, want TRYAGAIN", err)
+	}
+}
+
 // TestStrictCounterOrder: with Strict, values leave in the order they are
 // taken, so every goroutine sees its values strictly increase; without it,
 // values stay unique.

@@ -223,12 +223,13 @@ func freePort(t *testing.T) string {
 }
 
 // startCluster starts n processes, the first bootstrapping and the others
-// joining it, and returns them once each has issued a NEXTID.
-func startCluster(t *testing.T, n int) []*server {
+// joining it (each with the extra flags), and returns them once each has
+// issued a NEXTID.
+func startCluster(t *testing.T, n int, extra ...string) []*server {
 	t.Helper()
 	var nodes []*server
 	for i := range n {
-		args := []string{"--port", freePort(t), "--raft-addr", "127.0.0.1:" + freePort(t)}
+		args := append([]string{"--port", freePort(t), "--raft-addr", "127.0.0.1:" + freePort(t)}, extra...)
 		if i > 0 {
 			args = append(args, "--join", nodes[0].addr)
 		}

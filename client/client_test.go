@@ -201,14 +201,21 @@ func TestSingleflightCollapsesMisses(t *testing.T) {
 		}
 		return commandCalls(t, srv.addr, "nextid") - before
 	}
-	one := run(Buffer{Batch: 64, FixedBatch: true, Prefetch: -1, Local: -1})
-	many := run(Buffer{Batch: 64, FixedBatch: true, Prefetch: -1, Local: -1, NoSingleflight: true})
-	t.Logf("32 concurrent misses: %d request with singleflight, %d without", one, many)
-	if one != 1 {
-		t.Fatalf("singleflight: %d requests for 32 concurrent misses, want 1", one)
+	for round := range 5 {
+		if one := run(Buffer{Batch: 64, FixedBatch: true, Prefetch: -1, Local: -1}); one != 1 {
+			t.Fatalf("round %d: singleflight: %d requests for 32 concurrent misses, want 1", round, one)
+		}
 	}
+	// The control: without singleflight the misses send their own
+	// requests, when they are concurrent; the scheduler sometimes runs the
+	// 32 goroutines one after the other, so allow a few rounds.
+	var many int64
+	for round := 0; round < 5 && many < 2; round++ {
+		many = run(Buffer{Batch: 64, FixedBatch: true, Prefetch: -1, Local: -1, NoSingleflight: true})
+	}
+	t.Logf("32 concurrent misses: 1 request with singleflight (5 rounds), %d without", many)
 	if many < 2 {
-		t.Fatalf("without singleflight: %d requests, want several", many)
+		t.Fatalf("without singleflight: %d requests in 5 rounds, want several", many)
 	}
 }
 

@@ -102,3 +102,26 @@ func BenchmarkUUIDv7(b *testing.B) {
 		buf, _ = g.Next(buf[:0], 1)
 	}
 }
+
+// FuzzParseUUIDv7: DECODE hands any argument to ParseUUIDv7; it never
+// panics, and what it accepts formats back to the same text (lower case)
+// and the same time.
+func FuzzParseUUIDv7(f *testing.F) {
+	f.Add([]byte("017F22E2-79B0-7CC3-98C4-DC0C0C07398F"))
+	f.Add([]byte("017f22e2-79b0-7cc3-98c4-dc0c0c07398f"))
+	f.Add([]byte("253001380296392704"))
+	f.Add([]byte("017F22E2-79B0-4CC3-98C4-DC0C0C07398F"))
+	f.Add([]byte("------------------------------------"))
+	f.Fuzz(func(t *testing.T, s []byte) {
+		u, ms, err := ParseUUIDv7(s)
+		if err != nil {
+			return
+		}
+		if got := FormatUUID(u); got != strings.ToLower(string(s)) {
+			t.Fatalf("%q parsed and formatted is %q", s, got)
+		}
+		if ms < 0 || ms >= 1<<48 {
+			t.Fatalf("%q: time %d outside 48 bits", s, ms)
+		}
+	})
+}

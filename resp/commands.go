@@ -47,7 +47,7 @@ func init() {
 		{name: "nextid", arity: -1, flags: []string{"write", "fast"}, summary: "Issue a snowflake ID, or count of them", handler: cmdNextID},
 		{name: "geneid", arity: -2, flags: []string{"write", "fast"}, summary: "Issue an ID carrying the buyer's shard gene", handler: cmdGeneID},
 		{name: "geneof", arity: 2, flags: []string{"readonly", "fast"}, summary: "The shard gene of a buyer", handler: cmdGeneOf},
-		{name: "decode", arity: 2, flags: []string{"readonly", "fast"}, summary: "Take an ID apart: time, worker, sequence, gene", handler: cmdDecode},
+		{name: "decode", arity: 2, flags: []string{"readonly", "fast"}, summary: "Take an ID apart: time, worker, sequence, gene; a UUIDv7's time", handler: cmdDecode},
 		{name: "ping", arity: -1, whileLoading: true, flags: []string{"fast"}, summary: "Ping the server", handler: cmdPing},
 		{name: "echo", arity: 2, whileLoading: true, flags: []string{"fast"}, summary: "Echo the argument", handler: cmdEcho},
 		{name: "quit", arity: -1, whileLoading: true, beforeAuth: true, flags: []string{"fast"}, summary: "Close the connection", handler: cmdQuit},
@@ -170,6 +170,9 @@ func cmdGeneOf(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 }
 
 func cmdDecode(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+	if decodeUUIDv7(c, conn, args[1]) {
+		return
+	}
 	id, ok := parseInt64(args[1])
 	if !ok {
 		s.errorReply(conn, "ERR invalid id")

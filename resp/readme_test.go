@@ -27,7 +27,7 @@ func TestReadmeCommandTableMatchesTheCode(t *testing.T) {
 			continue
 		}
 		// The first cell names commands: the first word of each `...` span.
-		for _, m := range regexp.MustCompile("`([A-Z]+)[^`]*`").FindAllStringSubmatch(cells[0], -1) {
+		for _, m := range regexp.MustCompile("`([A-Z][A-Z0-9]*)[^`]*`").FindAllStringSubmatch(cells[0], -1) {
 			inTable[strings.ToLower(m[1])] = true
 		}
 	}

@@ -1,6 +1,7 @@
 package resp
 
 import (
+	"crypto/rand"
 	"crypto/subtle"
 	"errors"
 	"log/slog"
@@ -56,6 +57,7 @@ const RedisVersion = "7.2.0"
 type Server struct {
 	cfg     Config
 	ids     IDSource
+	uuids   *engine.UUIDv7 // UUIDV7, on cfg.Now
 	started time.Time
 
 	mu      sync.Mutex
@@ -92,7 +94,7 @@ func New(cfg Config, ids IDSource) *Server {
 	if cfg.MaxClients == 0 {
 		cfg.MaxClients = 10000
 	}
-	return &Server{cfg: cfg, ids: ids, started: time.Now(), clients: map[*client]struct{}{},
+	return &Server{cfg: cfg, ids: ids, uuids: engine.NewUUIDv7(cfg.Now, rand.Reader), started: time.Now(), clients: map[*client]struct{}{},
 		cmdStats: make([]commandStats, len(commandTable)), errorsByCode: make([]atomic.Int64, len(ErrorCodes))}
 }
 

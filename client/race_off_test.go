@@ -1,0 +1,5 @@
+//go:build !race
+
+package idclient
+
+const raceEnabled = false

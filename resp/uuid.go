@@ -1,0 +1,60 @@
+package resp
+
+import (
+	"time"
+
+	"github.com/tidwall/redcon"
+
+	"idserver/engine"
+)
+
+func init() {
+	for _, d := range []*command{
+		{name: "uuidv7", arity: -1, flags: []string{"write", "fast"}, summary: "Issue an RFC 9562 UUIDv7, or count of them, strictly increasing", handler: cmdUUIDv7},
+	} {
+		commandTable[d.name] = d
+	}
+	indexCommands()
+}
+
+// cmdUUIDv7 answers UUIDV7 [count]: a bulk string, or an array of count.
+func cmdUUIDv7(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+	if len(args) > 2 {
+		s.errorReply(conn, wrongArity("uuidv7"))
+		return
+	}
+	n := 1
+	if len(args) == 2 {
+		var ok bool
+		if n, ok = s.parseCount(conn, args[1]); !ok {
+			return
+		}
+	}
+	uuids, err := s.uuids.Next(make([][16]byte, 0, n), n)
+	if err != nil {
+		s.errorReply(conn, "ERR cannot read random bits: "+err.Error())
+		return
+	}
+	s.cmdStats[c.cmd].issued.Add(int64(n))
+	if len(args) == 2 {
+		conn.WriteArray(n)
+	}
+	for _, u := range uuids {
+		conn.WriteBulkString(engine.FormatUUID(u))
+	}
+}
+
+// decodeUUIDv7 answers DECODE of a UUIDv7 with its time; ok false when
+// arg is not one.
+func decodeUUIDv7(c *client, conn redcon.Conn, arg []byte) bool {
+	_, ms, err := engine.ParseUUIDv7(arg)
+	if err != nil {
+		return false
+	}
+	writeMap(conn, c, 2)
+	conn.WriteBulkString("time_ms")
+	conn.WriteInt64(ms)
+	conn.WriteBulkString("time")
+	conn.WriteBulkString(time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z07:00"))
+	return true
+}

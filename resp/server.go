@@ -36,6 +36,7 @@ type Config struct {
 	MaxClients int              // connections at once; 10000 when 0
 	Segments   SegmentServer    // INCR, INCRBY, NEXTSEG; nil: refused
 	Cluster    ClusterNode      // GET, SET, EXISTS, DBSIZE, CLUSTER; nil: refused
+	Debug      DebugClock       // DEBUG CLOCK (--enable-debug-command); nil: DEBUG refused as Redis does
 }
 
 // RedisVersion is the Redis version whose behaviour the server follows; it

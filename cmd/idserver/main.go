@@ -139,18 +139,24 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		// Addresses may have changed (--port 0): tell the cluster, when it can hear.
 		go announce(cl, cfg, tlsClient, nodeID, raftAddr, respAddr, log)
 	}
+	clock, debugClock := time.Now, resp.DebugClock(nil)
+	if cfg.EnableDebug {
+		offset := resp.NewOffsetClock(time.Now)
+		clock, debugClock = offset.Now, offset
+		log.Warn("--enable-debug-command: DEBUG CLOCK can step this node's clock")
+	}
 	gen, err := engine.New(engine.Config{
 		Layout:       cfg.Layout,
 		Worker:       worker,
 		Window:       cfg.Window,
 		MaxBorrow:    cfg.MaxBorrow,
 		StartAboveMS: startAbove,
-	}, time.Now, store)
+	}, clock, store)
 	if err != nil {
 		closeCluster()
 		return fail(err)
 	}
-	segs := engine.NewSegments(cl, cfg.SegmentStep, time.Now)
+	segs := engine.NewSegments(cl, cfg.SegmentStep, clock)
 	segments.Store(segs)
 	ctx, stopBackground := context.WithCancel(context.Background())
 	var background sync.WaitGroup
@@ -178,6 +184,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		MaxClients: cfg.MaxClients,
 		Segments:   segs,
 		Cluster:    cl,
+		Debug:      debugClock,
 	}, gen)
 	served := make(chan error, 1)
 	var serving net.Listener = ln

@@ -1,0 +1,461 @@
+package chaos
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// Anomaly is one broken promise, with the ops that show it.
+type Anomaly struct {
+	Kind   string
+	Msg    string
+	Ops    []*Op
+	Faults []*FaultEvent
+}
+
+// Report is the anomaly as printed: the seed, what broke, the ops that
+// show it and the faults around them.
+func (a *Anomaly) Report(seed uint64) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "ANOMALY %s (seed %d): %s\n", a.Kind, seed, a.Msg)
+	for _, op := range a.Ops {
+		fmt.Fprintf(&b, "    %s\n", op)
+	}
+	for _, f := range a.Faults {
+		fmt.Fprintf(&b, "    %s\n", f)
+	}
+	return b.String()
+}
+
+// Verdict is what the checker found.
+type Verdict struct {
+	Anomalies     []Anomaly
+	Counts        map[string]int // anomalies by kind, including those not listed
+	ValuesChecked int64          // IDs and segment values acknowledged
+	OpsByKind     map[string][3]int
+	Porcupine     map[string]porcupine.CheckResult // by tag
+}
+
+// maxListed is how many anomalies of one kind are listed in full.
+const maxListed = 5
+
+type checker struct {
+	h        *History
+	v        *Verdict
+	geneMask int64
+	borrow   time.Duration
+}
+
+func (c *checker) add(kind, msg string, ops ...*Op) {
+	c.v.Counts[kind]++
+	if c.v.Counts[kind] > maxListed {
+		return
+	}
+	var from, to time.Duration = math.MaxInt64, 0
+	for _, op := range ops {
+		from, to = min(from, op.Start), max(to, op.End)
+	}
+	c.v.Anomalies = append(c.v.Anomalies, Anomaly{Kind: kind, Msg: msg, Ops: ops, Faults: c.h.faultsAround(from, to)})
+}
+
+// Check reads the whole history. geneBits is the layout's (8 by default);
+// porcupineTimeout bounds the linearizability check of each tag.
+func Check(h *History, geneBits int, porcupineTimeout time.Duration) *Verdict {
+	c := &checker{h: h, v: &Verdict{Counts: map[string]int{}, OpsByKind: map[string][3]int{}, Porcupine: map[string]porcupine.CheckResult{}},
+		geneMask: 1<<geneBits - 1, borrow: time.Second}
+	for _, op := range h.Ops {
+		k := c.v.OpsByKind[op.Kind.String()]
+		k[op.Outcome]++
+		c.v.OpsByKind[op.Kind.String()] = k
+		if strings.HasPrefix(op.Err, "unexpected reply") {
+			c.add("bad-reply", "a reply of the wrong shape", op)
+		}
+	}
+	for _, a := range h.Membership {
+		c.v.Counts[a.Kind]++
+		c.v.Anomalies = append(c.v.Anomalies, a)
+	}
+	c.uniqueIDs()
+	c.idOrder()
+	c.segments()
+	c.floors()
+	c.clockBack()
+	c.linearizable(porcupineTimeout)
+	return c.v
+}
+
+func ok(op *Op) bool { return op.Outcome == OK }
+
+func isAlloc(k Kind) bool { return k == KIncr || k == KIncrBy || k == KNextSeg }
+
+// uniqueIDs: no snowflake or gene ID acknowledged twice, anywhere.
+func (c *checker) uniqueIDs() {
+	type owned struct {
+		id int64
+		op *Op
+	}
+	var all []owned
+	for _, op := range c.h.Ops {
+		if ok(op) && (op.Kind == KNextID || op.Kind == KGeneID) {
+			for _, id := range op.IDs {
+				all = append(all, owned{id, op})
+			}
+		}
+	}
+	c.v.ValuesChecked += int64(len(all))
+	slices.SortFunc(all, func(a, b owned) int {
+		if a.id != b.id {
+			return cmpInt(a.id, b.id)
+		}
+		return a.op.Index - b.op.Index
+	})
+	for i := 1; i < len(all); i++ {
+		if all[i].id == all[i-1].id {
+			c.add("duplicate-id", fmt.Sprintf("ID %d acknowledged twice", all[i].id), all[i-1].op, all[i].op)
+		}
+	}
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// increasing checks that, within each group, an op that started after
+// another was acknowledged carries values above all of the other's, and
+// that each op's own values increase. lo and hi give an op's values.
+func (c *checker) increasing(kind string, groups map[string][]*Op, lo, hi func(*Op) int64) {
+	for key, ops := range groups {
+		byStart := slices.Clone(ops)
+		sort.Slice(byStart, func(i, j int) bool { return byStart[i].Start < byStart[j].Start })
+		byEnd := slices.Clone(ops)
+		sort.Slice(byEnd, func(i, j int) bool { return byEnd[i].End < byEnd[j].End })
+		var top *Op
+		j := 0
+		for _, op := range byStart {
+			for ; j < len(byEnd) && byEnd[j].End < op.Start; j++ {
+				if top == nil || hi(byEnd[j]) > hi(top) {
+					top = byEnd[j]
+				}
+			}
+			if top != nil && lo(op) <= hi(top) {
+				c.add(kind, fmt.Sprintf("%s: %d acknowledged after %d (sent after that was acknowledged)", key, lo(op), hi(top)), top, op)
+			}
+		}
+	}
+}
+
+// idOrder: NEXTIDs of one node strictly increase, and GENEIDs of one node
+// and gene, for requests that do not overlap in time.
+func (c *checker) idOrder() {
+	next := map[string][]*Op{}
+	gene := map[string][]*Op{}
+	for _, op := range c.h.Ops {
+		if !ok(op) {
+			continue
+		}
+		for i := 1; i < len(op.IDs); i++ {
+			if op.IDs[i] <= op.IDs[i-1] {
+				c.add("id-order", fmt.Sprintf("IDs of one reply do not increase: %d then %d", op.IDs[i-1], op.IDs[i]), op)
+				break
+			}
+		}
+		switch op.Kind {
+		case KNextID:
+			next["NEXTID node "+op.Node] = append(next["NEXTID node "+op.Node], op)
+		case KGeneID:
+			if len(op.IDs) > 0 {
+				k := fmt.Sprintf("GENEID node %s gene %d", op.Node, op.IDs[0]&c.geneMask)
+				gene[k] = append(gene[k], op)
+			}
+		}
+	}
+	first := func(op *Op) int64 { return op.IDs[0] }
+	last := func(op *Op) int64 { return op.IDs[len(op.IDs)-1] }
+	c.increasing("id-order", next, first, last)
+	c.increasing("gene-order", gene, first, last)
+}
+
+// segments: the values of a tag are never acknowledged twice, ranges have
+// the size asked for, and one node's values of a tag increase.
+func (c *checker) segments() {
+	byTag := map[string][]*Op{}
+	byNode := map[string][]*Op{}
+	for _, op := range c.h.Ops {
+		if !ok(op) || !isAlloc(op.Kind) {
+			continue
+		}
+		want := op.N
+		if op.Kind == KIncr {
+			want = 1
+		}
+		if op.Last-op.First+1 != want || op.First < 1 {
+			c.add("segment-size", fmt.Sprintf("%s %s %d answered [%d, %d]", op.Kind, op.Key, op.N, op.First, op.Last), op)
+			continue
+		}
+		c.v.ValuesChecked += want
+		byTag[op.Key] = append(byTag[op.Key], op)
+		k := "tag " + op.Key + " node " + op.Node
+		byNode[k] = append(byNode[k], op)
+	}
+	for tag, ops := range byTag {
+		sort.Slice(ops, func(i, j int) bool { return ops[i].First < ops[j].First })
+		var reach *Op // the op reaching highest so far
+		for _, op := range ops {
+			if reach != nil && op.First <= reach.Last {
+				c.add("duplicate-value", fmt.Sprintf("tag %s: values %d..%d acknowledged twice", tag, op.First, min(op.Last, reach.Last)), reach, op)
+			}
+			if reach == nil || op.Last > reach.Last {
+				reach = op
+			}
+		}
+	}
+	c.increasing("value-order", byNode, func(op *Op) int64 { return op.First }, func(op *Op) int64 { return op.Last })
+}
+
+// floors: after SET tag v is acknowledged, no value <= v of tag is
+// acknowledged to a request sent later, and a SET meant to lower is never
+// acknowledged.
+func (c *checker) floors() {
+	sets := map[string][]*Op{}
+	allocs := map[string][]*Op{}
+	for _, op := range c.h.Ops {
+		switch {
+		case !ok(op):
+		case op.Kind == KSet && op.Lower:
+			c.add("set-lowered", fmt.Sprintf("SET %s %d answered OK below a value already acknowledged", op.Key, op.N), op)
+		case op.Kind == KSet:
+			sets[op.Key] = append(sets[op.Key], op)
+		case isAlloc(op.Kind):
+			allocs[op.Key] = append(allocs[op.Key], op)
+		}
+	}
+	c.refusedSets()
+	for tag, ss := range sets {
+		sort.Slice(ss, func(i, j int) bool { return ss[i].End < ss[j].End })
+		as := allocs[tag]
+		sort.Slice(as, func(i, j int) bool { return as[i].Start < as[j].Start })
+		var top *Op
+		j := 0
+		for _, a := range as {
+			for ; j < len(ss) && ss[j].End < a.Start; j++ {
+				if top == nil || ss[j].N > top.N {
+					top = ss[j]
+				}
+			}
+			if top != nil && a.First <= top.N {
+				c.add("below-floor", fmt.Sprintf("tag %s: %d acknowledged after SET %d was", tag, a.First, top.N), top, a)
+			}
+		}
+	}
+}
+
+// refusedSets: SET v succeeds whenever no value above v was issued to a
+// client (SPEC section 3). A raising SET refused with "values never go back"
+// is an anomaly when no request sent before the refusal could have given a
+// client a value above v: no allocation acknowledged above v, none whose
+// outcome is unknown, and no SET above v.
+func (c *checker) refusedSets() {
+	type mark struct {
+		start time.Duration
+		v     int64
+	}
+	marks := map[string][]mark{}
+	var refused []*Op
+	for _, op := range c.h.Ops {
+		switch {
+		case op.Kind == KSet && op.Outcome == Refused && !op.Lower && strings.HasPrefix(op.Err, "-ERR values never go back"):
+			refused = append(refused, op)
+		case op.Kind == KSet && op.Outcome != Refused:
+			marks[op.Key] = append(marks[op.Key], mark{op.Start, op.N})
+		case isAlloc(op.Kind) && op.Outcome == OK:
+			marks[op.Key] = append(marks[op.Key], mark{op.Start, op.Last})
+		case isAlloc(op.Kind) && op.Outcome == Unknown:
+			marks[op.Key] = append(marks[op.Key], mark{op.Start, math.MaxInt64})
+		}
+	}
+	top := map[string][]mark{} // by start, with the running maximum
+	for tag, ms := range marks {
+		sort.Slice(ms, func(i, j int) bool { return ms[i].start < ms[j].start })
+		for i := 1; i < len(ms); i++ {
+			ms[i].v = max(ms[i].v, ms[i-1].v)
+		}
+		top[tag] = ms
+	}
+	for _, op := range refused {
+		ms := top[op.Key]
+		i := sort.Search(len(ms), func(i int) bool { return ms[i].start >= op.End })
+		if i == 0 || ms[i-1].v <= op.N {
+			c.add("set-refused", fmt.Sprintf("SET %s %d refused, yet no value above %d had been issued to a client (highest seen: %d)", op.Key, op.N, op.N, func() int64 {
+				if i == 0 {
+					return 0
+				}
+				return ms[i-1].v
+			}()), op)
+		}
+	}
+}
+
+// clockBack: CLOCKBACK only on a node whose clock went back (a DEBUG CLOCK
+// step down, or a start resetting a forward offset), within the time it
+// takes the clock to catch up.
+func (c *checker) clockBack() {
+	for _, op := range c.h.Ops {
+		if !strings.HasPrefix(op.Err, "-CLOCKBACK") {
+			continue
+		}
+		allowed := false
+		for _, ch := range c.h.Clocks {
+			if ch.Slot == op.Slot && ch.To < ch.From && ch.At <= op.End && op.Start <= ch.At+(ch.From-ch.To)+c.borrow+3*time.Second {
+				allowed = true
+				break
+			}
+		}
+		if !allowed {
+			c.add("clockback", "CLOCKBACK while the node's clock had not gone back", op)
+		}
+	}
+}
+
+// Porcupine's model of one tag: a counter that only moves up. State is the
+// floor (largest acknowledged SET) and the largest value acknowledged.
+type tagState struct{ floor, issued int64 }
+
+type tagInput struct {
+	kind Kind
+	v    int64 // SET value
+}
+
+type tagOutput struct {
+	outcome     Outcome
+	first, last int64
+	null        bool
+}
+
+var tagModel = porcupine.NondeterministicModel{
+	Init: func() []interface{} { return []interface{}{tagState{}} },
+	Step: func(state, input, output interface{}) []interface{} {
+		s, in, out := state.(tagState), input.(tagInput), output.(tagOutput)
+		switch {
+		case isAlloc(in.kind):
+			// Values come from buffers, so they need not exceed the largest
+			// issued; they must exceed the floor.
+			if out.first <= s.floor {
+				return nil
+			}
+			return []interface{}{tagState{s.floor, max(s.issued, out.last)}}
+		case in.kind == KGet:
+			if out.null {
+				if s.floor == 0 && s.issued == 0 {
+					return []interface{}{s}
+				}
+				return nil
+			}
+			if out.last >= s.issued && out.last >= s.floor {
+				return []interface{}{s}
+			}
+			return nil
+		case in.kind == KSet && out.outcome == OK:
+			if in.v < s.issued {
+				return nil
+			}
+			return []interface{}{tagState{max(s.floor, in.v), s.issued}}
+		case in.kind == KSet && out.outcome == Unknown:
+			if in.v < s.issued {
+				return []interface{}{s}
+			}
+			return []interface{}{s, tagState{max(s.floor, in.v), s.issued}}
+		}
+		// A refused SET: the node may count reserved values we never saw.
+		return []interface{}{s}
+	},
+	DescribeOperation: func(input, output interface{}) string {
+		in, out := input.(tagInput), output.(tagOutput)
+		return fmt.Sprintf("%s %d -> %s [%d, %d]", in.kind, in.v, out.outcome, out.first, out.last)
+	},
+}
+
+// linearizable checks each tag's history against tagModel with porcupine.
+// Allocations and GETs whose outcome is unknown constrain nothing and are
+// left out; a SET whose outcome is unknown may take effect at any time
+// after it was sent.
+func (c *checker) linearizable(timeout time.Duration) {
+	byTag := map[string][]porcupine.Operation{}
+	opsByTag := map[string][]*Op{}
+	var end int64
+	for _, op := range c.h.Ops {
+		end = max(end, int64(op.End)+1)
+	}
+	for _, op := range c.h.Ops {
+		if op.Kind == KNextID || op.Kind == KGeneID {
+			continue
+		}
+		if op.Outcome != OK && !(op.Kind == KSet && op.Outcome == Unknown) {
+			continue
+		}
+		ret := int64(op.End)
+		if op.Outcome == Unknown {
+			ret = end
+		}
+		byTag[op.Key] = append(byTag[op.Key], porcupine.Operation{ClientId: op.Client, Call: int64(op.Start), Return: ret,
+			Input: tagInput{kind: op.Kind, v: op.N}, Output: tagOutput{outcome: op.Outcome, first: op.First, last: op.Last, null: op.Nil}, Metadata: op})
+		opsByTag[op.Key] = append(opsByTag[op.Key], op)
+	}
+	model := tagModel.ToModel()
+	for tag, hist := range byTag {
+		res := porcupine.CheckOperationsTimeout(model, hist, timeout)
+		c.v.Porcupine[tag] = res
+		if res != porcupine.Illegal {
+			continue
+		}
+		c.add("not-linearizable", fmt.Sprintf("tag %s: no linearization of its %d operations; the shortest failing prefix ends with", tag, len(hist)),
+			shortestIllegal(model, hist, timeout)...)
+	}
+}
+
+// shortestIllegal finds, by bisection, the shortest prefix (by call time)
+// of an illegal history that is still illegal, and returns its last ops and
+// every acknowledged SET in it that a later op could contradict.
+func shortestIllegal(model porcupine.Model, hist []porcupine.Operation, timeout time.Duration) []*Op {
+	sorted := slices.Clone(hist)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Call < sorted[j].Call })
+	lo, hi := 1, len(sorted) // hi is illegal
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if porcupine.CheckOperationsTimeout(model, sorted[:mid], timeout) == porcupine.Illegal {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	prefix := sorted[:hi]
+	last := prefix[len(prefix)-1].Metadata.(*Op)
+	var out []*Op
+	var topSet *Op
+	for _, o := range prefix {
+		op := o.Metadata.(*Op)
+		if op.Kind == KSet && op.Outcome == OK && op.End < last.Start && (topSet == nil || op.N > topSet.N) {
+			topSet = op
+		}
+	}
+	if topSet != nil {
+		out = append(out, topSet)
+	}
+	for _, o := range prefix[max(0, len(prefix)-6):] {
+		if op := o.Metadata.(*Op); op != topSet {
+			out = append(out, op)
+		}
+	}
+	return out
+}

@@ -242,6 +242,7 @@ func (c *checker) floors() {
 		}
 	}
 	c.refusedSets()
+	c.staleGets()
 	for tag, ss := range sets {
 		sort.Slice(ss, func(i, j int) bool { return ss[i].End < ss[j].End })
 		as := allocs[tag]
@@ -303,6 +304,46 @@ func (c *checker) refusedSets() {
 				}
 				return ms[i-1].v
 			}()), op)
+		}
+	}
+}
+
+// staleGets: GET answers the tag's cluster-wide high-water, at least every
+// value issued and every floor set: a GET sent after a value (or SET) was
+// acknowledged answers at least that.
+func (c *checker) staleGets() {
+	marks := map[string][]*Op{}
+	gets := map[string][]*Op{}
+	for _, op := range c.h.Ops {
+		switch {
+		case !ok(op):
+		case op.Kind == KGet:
+			gets[op.Key] = append(gets[op.Key], op)
+		case op.Kind == KSet || isAlloc(op.Kind):
+			marks[op.Key] = append(marks[op.Key], op)
+		}
+	}
+	value := func(op *Op) int64 {
+		if op.Kind == KSet {
+			return op.N
+		}
+		return op.Last
+	}
+	for tag, gs := range gets {
+		ms := marks[tag]
+		sort.Slice(ms, func(i, j int) bool { return ms[i].End < ms[j].End })
+		sort.Slice(gs, func(i, j int) bool { return gs[i].Start < gs[j].Start })
+		var top *Op
+		j := 0
+		for _, g := range gs {
+			for ; j < len(ms) && ms[j].End < g.Start; j++ {
+				if top == nil || value(ms[j]) > value(top) {
+					top = ms[j]
+				}
+			}
+			if top != nil && (g.Nil || g.Last < value(top)) {
+				c.add("stale-get", fmt.Sprintf("tag %s: GET answered %d after %d was acknowledged", tag, g.Last, value(top)), top, g)
+			}
 		}
 	}
 }

@@ -50,7 +50,11 @@ func TestCheckerFindsEachAnomaly(t *testing.T) {
 		{"below-floor", []*Op{set("z", 500, OK, 0, 1), alloc("b", "z", 400, 400, 2, 3)}},
 		{"set-lowered", []*Op{alloc("a", "w", 1, 100, 0, 1), {Kind: KSet, Key: "w", N: 50, Lower: true, Start: ms(2), End: ms(3)}}},
 		{"set-refused", []*Op{alloc("a", "v", 1, 100, 0, 1), set("v", 500, Refused, 2, 3)}},
+		{"stale-get", []*Op{alloc("a", "u", 1, 100, 0, 1), {Kind: KGet, Key: "u", Last: 50, Start: ms(2), End: ms(3)}}},
 		{"not-linearizable", []*Op{alloc("a", "u", 1, 100, 0, 1), {Kind: KGet, Key: "u", Last: 50, Start: ms(2), End: ms(3)}}},
+		// A SET acknowledged below a value issued before it, which no
+		// simpler check looks for.
+		{"not-linearizable", []*Op{alloc("a", "s", 12, 12, 0, 1), set("s", 10, OK, 2, 3)}},
 		{"clockback", []*Op{{Kind: KNextID, Slot: 1, Err: "-CLOCKBACK clock is 5 ms behind issued IDs", Outcome: Refused, Start: ms(30), End: ms(31)}}},
 	}
 	for _, tc := range cases {

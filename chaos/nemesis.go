@@ -68,7 +68,7 @@ func Schedule(seed uint64, d time.Duration, kinds []string, nodes int) []Fault {
 		return nil
 	}
 	for t := time.Duration(0); ; {
-		f := Fault{Gap: time.Duration(500+rng.IntN(2500)) * time.Millisecond, Target: -1, Other: -1}
+		f := Fault{Gap: time.Duration(200+rng.IntN(1800)) * time.Millisecond, Target: -1, Other: -1}
 		w := rng.IntN(total)
 		for _, k := range kinds {
 			if w -= weights[k]; w < 0 {
@@ -80,7 +80,7 @@ func Schedule(seed uint64, d time.Duration, kinds []string, nodes int) []Fault {
 			f.Target = rng.IntN(nodes)
 		}
 		f.Other = rng.IntN(nodes)
-		f.Hold = time.Duration(300+rng.IntN(5700)) * time.Millisecond
+		f.Hold = time.Duration(300+rng.IntN(3700)) * time.Millisecond
 		switch f.Kind {
 		case FKill:
 			f.Hold = time.Duration(rng.IntN(2000)) * time.Millisecond

@@ -91,7 +91,7 @@ func (c *campaign) setClock(n *node, d time.Duration) error {
 
 // ghostClient issues NEXTID, GENEID and INCR on one process (a forgotten
 // node, or a joiner that should have been refused) until ctx ends.
-func (c *campaign) ghostClient(ctx context.Context, slot int, p *proc) {
+func (c *campaign) ghostClient(ctx context.Context, slot int, p *proc, ghost string) {
 	w := &workload{pm: c.pm, hist: c.hist, t0: c.t0, step: c.pm.step, known: knowledge{max: map[string]int64{}}}
 	rc, err := dialRESP(p.addr, 1_000_000+int64(p.gen), time.Second)
 	if err != nil {
@@ -101,6 +101,7 @@ func (c *campaign) ghostClient(ctx context.Context, slot int, p *proc) {
 	specs := []opSpec{{kind: KNextID, n: 100}, {kind: KGeneID, key: hotBuyer, n: 16}, {kind: KIncr, key: tags[0]}, {kind: KNextID}}
 	for i := 0; ctx.Err() == nil; i++ {
 		op := w.do(rc, p, 1000+slot, slot, specs[i%len(specs)])
+		op.Ghost = ghost
 		if op.Outcome == Unknown && !strings.HasPrefix(op.Err, "-") {
 			rc.close()
 			if rc, err = dialRESP(p.addr, 1_000_000+int64(p.gen), time.Second); err != nil {
@@ -246,7 +247,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	c.pm.killAll()
 	logf("chaos: %d operations recorded; checking", len(c.hist.Ops))
 	res.History = c.hist
+	checkStart := time.Now()
 	res.Verdict = Check(c.hist, 8, cfg.PorcupineTimeout)
+	logf("chaos: checked in %v", time.Since(checkStart).Round(time.Millisecond))
 	res.Elapsed = time.Since(start)
 	if len(res.Verdict.Anomalies) == 0 && cfg.Dir == "" {
 		os.RemoveAll(root)

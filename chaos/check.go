@@ -52,9 +52,12 @@ type checker struct {
 	borrow   time.Duration
 }
 
-func (c *checker) add(kind, msg string, ops ...*Op) {
-	c.v.Counts[kind]++
-	if c.v.Counts[kind] > maxListed {
+func (c *checker) add(kind, msg string, ops ...*Op) { c.addN(kind, 1, msg, ops...) }
+
+// addN counts n anomalies of kind shown by the same ops.
+func (c *checker) addN(kind string, n int, msg string, ops ...*Op) {
+	c.v.Counts[kind] += n
+	if c.v.Counts[kind]-n >= maxListed {
 		return
 	}
 	var from, to time.Duration = math.MaxInt64, 0
@@ -115,10 +118,28 @@ func (c *checker) uniqueIDs() {
 		}
 		return a.op.Index - b.op.Index
 	})
+	// One anomaly per pair of ops, counting the IDs they share.
+	type pair struct{ a, b *Op }
+	shared := map[pair][]int64{}
+	var order []pair
 	for i := 1; i < len(all); i++ {
 		if all[i].id == all[i-1].id {
-			c.add("duplicate-id", fmt.Sprintf("ID %d acknowledged twice", all[i].id), all[i-1].op, all[i].op)
+			p := pair{all[i-1].op, all[i].op}
+			if shared[p] == nil {
+				order = append(order, p)
+			}
+			shared[p] = append(shared[p], all[i].id)
 		}
+	}
+	for _, p := range order {
+		kind := "duplicate-id"
+		for _, op := range []*Op{p.a, p.b} {
+			if op.Ghost != "" {
+				kind = "duplicate-id-" + op.Ghost
+			}
+		}
+		ids := shared[p]
+		c.addN(kind, len(ids), fmt.Sprintf("%d IDs acknowledged twice, from %d to %d", len(ids), ids[0], ids[len(ids)-1]), p.a, p.b)
 	}
 }
 
@@ -471,10 +492,22 @@ func (c *checker) linearizable(timeout time.Duration) {
 func shortestIllegal(model porcupine.Model, hist []porcupine.Operation, timeout time.Duration) []*Op {
 	sorted := slices.Clone(hist)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Call < sorted[j].Call })
+	illegal := func(n int) bool {
+		return porcupine.CheckOperationsTimeout(model, sorted[:n], timeout) == porcupine.Illegal
+	}
+	// Gallop from the start (a violation early in a long history is found
+	// on a short prefix, cheaply), then bisect.
 	lo, hi := 1, len(sorted) // hi is illegal
+	for n := 64; n < len(sorted); n *= 2 {
+		if illegal(n) {
+			hi = n
+			break
+		}
+		lo = n + 1
+	}
 	for lo < hi {
 		mid := (lo + hi) / 2
-		if porcupine.CheckOperationsTimeout(model, sorted[:mid], timeout) == porcupine.Illegal {
+		if illegal(mid) {
 			hi = mid
 		} else {
 			lo = mid + 1

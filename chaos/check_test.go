@@ -42,6 +42,7 @@ func TestCheckerFindsEachAnomaly(t *testing.T) {
 	}{
 		{"", nil},
 		{"duplicate-id", []*Op{ids(KNextID, "a", 0, 1, 10), ids(KGeneID, "b", 0, 1, 10)}},
+		{"duplicate-id-forgotten", []*Op{ids(KNextID, "a", 0, 1, 10), {Kind: KNextID, Node: "b", IDs: []int64{10}, Ghost: "forgotten"}}},
 		{"id-order", []*Op{ids(KNextID, "a", 0, 1, 10), ids(KNextID, "a", 2, 3, 9)}},
 		{"id-order", []*Op{ids(KNextID, "a", 0, 1, 10, 9)}},
 		{"gene-order", []*Op{ids(KGeneID, "a", 0, 1, 512+7), ids(KGeneID, "a", 2, 3, 256+7)}},

@@ -62,12 +62,19 @@ type Op struct {
 	First   int64   // INCR/INCRBY/NEXTSEG range; GET value in Last
 	Last    int64
 	Nil     bool // GET answered nil
+	// Ghost says the process was outside the cluster by the nemesis's
+	// doing: "forgotten" (FORGET while it ran) or "wrong-layout" (a joiner
+	// the cluster should have refused).
+	Ghost string
 }
 
 func (o *Op) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "#%d [%s..%s] c%d slot%d node=%s proc=%d conn=%d %s", o.Index, fmtDur(o.Start), fmtDur(o.End),
 		o.Client, o.Slot, o.Node, o.Proc, o.Conn, o.Kind)
+	if o.Ghost != "" {
+		b.WriteString(" (" + o.Ghost + " node)")
+	}
 	switch o.Kind {
 	case KNextID:
 		fmt.Fprintf(&b, " %d", o.N)

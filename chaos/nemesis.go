@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -302,7 +303,7 @@ func (nm *nemesis) forgetLive(ctx context.Context, n *node, f Fault, ev *FaultEv
 	ghostDone := make(chan struct{})
 	go func() {
 		defer close(ghostDone)
-		c.ghostClient(gctx, n.slot, ghost)
+		c.ghostClient(gctx, n.slot, ghost, "forgotten")
 	}()
 	repl := &node{slot: n.slot, host: n.host, uid: n.uid}
 	if err := c.pm.freshDir(repl, nm.newNodeID(n.slot)); err != nil {
@@ -392,11 +393,14 @@ func (nm *nemesis) wrongLayout(ctx context.Context, f Fault, ev *FaultEvent) {
 		ev.Detail = "joiner with --worker-bits 9 --seq-bits 13 refused: " + firstLine(err.Error())
 		return
 	}
-	info, _ := clusterInfo(p.addr)
-	ev.Detail = fmt.Sprintf("joiner with --worker-bits 9 --seq-bits 13 accepted (worker %s, members %s)", info["worker_id"], info["members"])
-	c.hist.addMembership(Anomaly{Kind: "membership", Msg: fmt.Sprintf("a joiner with another layout (--worker-bits 9 --seq-bits 13) was accepted as %s, worker %s; log %s", extra.nodeID, info["worker_id"], p.logf)})
+	worker := "?"
+	if m := regexp.MustCompile(`msg=listening .* worker_id=(\d+)`).FindStringSubmatch(tailLog(p.logf, 50)); m != nil {
+		worker = m[1]
+	}
+	ev.Detail = fmt.Sprintf("joiner with --worker-bits 9 --seq-bits 13 accepted as worker %s", worker)
+	c.hist.addMembership(Anomaly{Kind: "membership", Msg: fmt.Sprintf("a joiner with another layout (--worker-bits 9 --seq-bits 13) was accepted as %s, worker %s; log %s", extra.nodeID, worker, p.logf)})
 	gctx, cancel := context.WithTimeout(ctx, f.Hold)
-	c.ghostClient(gctx, extra.slot, p)
+	c.ghostClient(gctx, extra.slot, p, "wrong-layout")
 	cancel()
 	if err := nm.forget(extra.slot, extra.nodeID); err != nil {
 		ev.Detail += "; FORGET failed: " + err.Error()

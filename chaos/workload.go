@@ -40,8 +40,8 @@ func drawOp(rng *rand.Rand, step int64) opSpec {
 		return opSpec{kind: KNextID}
 	case w < 28:
 		n := int64(1 + rng.IntN(100))
-		if rng.IntN(50) == 0 {
-			n = 10000
+		if rng.IntN(200) == 0 {
+			n = 10000 // saturates the millisecond: must wait, not CLOCKBACK
 		}
 		return opSpec{kind: KNextID, n: n}
 	case w < 36:

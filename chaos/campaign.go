@@ -151,6 +151,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	os.Chmod(root, 0o755) // the nodes' users reach their directories and the binary
 	res.Dir = root
+	if cfg.Dir == "" {
+		// Runs last, after the processes are gone and the disks unmounted.
+		defer func() {
+			if res.Verdict != nil && len(res.Verdict.Anomalies) == 0 {
+				os.RemoveAll(root)
+			}
+		}()
+	}
 	bin := cfg.Binary
 	if bin == "" {
 		var err error
@@ -190,9 +198,24 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		bin = filepath.Join(root, "idserver")
 	}
+	var disks map[int]string
+	if slices.Contains(kinds, FDiskFull) {
+		var err error
+		if disks, err = mountDisks(root, cfg.Nodes); err != nil {
+			res.Skipped = append(res.Skipped, "disk-full: "+err.Error())
+			logf("chaos: skipped disk-full: %v", err)
+			kinds = slices.DeleteFunc(kinds, func(k string) bool { return k == FDiskFull })
+		} else {
+			defer func() {
+				if err := unmountDisks(disks); err != nil {
+					logf("chaos: %v", err)
+				}
+			}()
+		}
+	}
 	res.Schedule = Schedule(cfg.Seed, cfg.Duration, kinds, cfg.Nodes)
 	c.t0 = time.Now()
-	c.pm = &procManager{bin: bin, root: root, flags: flags, step: cfg.SegmentStep, hist: c.hist, t0: c.t0, logf: logf}
+	c.pm = &procManager{bin: bin, root: root, flags: flags, step: cfg.SegmentStep, hist: c.hist, t0: c.t0, logf: logf, disks: disks}
 	defer c.pm.killAll()
 
 	// The cluster: the first node bootstraps, the others join it.
@@ -251,9 +274,6 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.Verdict = Check(c.hist, 8, cfg.PorcupineTimeout)
 	logf("chaos: checked in %v", time.Since(checkStart).Round(time.Millisecond))
 	res.Elapsed = time.Since(start)
-	if len(res.Verdict.Anomalies) == 0 && cfg.Dir == "" {
-		os.RemoveAll(root)
-	}
 	return res, ctx.Err()
 }
 
@@ -287,6 +307,7 @@ func (c *campaign) waitMembers(n int, wait time.Duration) error {
 // NEXTID and INCR within wait. A node that does not is an anomaly.
 func (c *campaign) checkAnswering(wait time.Duration) {
 	for _, n := range c.pm.slots() {
+		c.pm.reap(n)
 		p := n.running()
 		if p == nil {
 			c.hist.addMembership(Anomaly{Kind: "unavailable", Msg: fmt.Sprintf("slot %d (%s) is not running after the heal", n.slot, n.nodeID)})
@@ -321,6 +342,7 @@ func (c *campaign) checkAnswering(wait time.Duration) {
 // goroutineDump asks a stuck process for its goroutines (SIGQUIT: the Go
 // runtime prints them and exits) and summarizes where they wait.
 func goroutineDump(p *proc) string {
+	p.killed.Store(true)
 	p.cmd.Process.Signal(syscall.SIGQUIT)
 	select {
 	case <-p.done:
@@ -336,14 +358,15 @@ func goroutineDump(p *proc) string {
 		// The first idserver frame says who waits.
 		for _, line := range strings.Split(g, "\n") {
 			if strings.HasPrefix(line, "idserver/") {
-				waits[line]++
+				fn, _, _ := strings.Cut(line, "(0x")
+				waits[fn]++
 				break
 			}
 		}
 	}
 	var out []string
 	for f, k := range waits {
-		out = append(out, fmt.Sprintf("%d waiting on a lock in %s", k, f))
+		out = append(out, fmt.Sprintf("%d goroutines wait on a lock in %s", k, f))
 	}
 	sort.Strings(out)
 	return fmt.Sprintf("goroutine dump in %s:\n%s", p.logf, indent(strings.Join(out, "\n")))

@@ -49,7 +49,7 @@ func TestCampaign(t *testing.T) {
 	for _, seed := range seeds {
 		t.Run("seed="+strconv.FormatUint(seed, 10), func(t *testing.T) {
 			t.Logf("seed %d (replay: CHAOS_SEED=%d go test ./chaos -run TestCampaign)", seed, seed)
-			res, err := Run(context.Background(), Config{Seed: seed, Duration: campaignLength(t), Binary: bin, Faults: ciFaults, Logf: t.Logf})
+			res, err := Run(context.Background(), Config{Seed: seed, Duration: campaignLength(t), Binary: bin, Faults: ciFaults, Logf: t.Logf, PorcupineTimeout: 10 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}

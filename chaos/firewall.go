@@ -30,6 +30,7 @@ func newFirewall() (*firewall, error) {
 	if _, err := exec.LookPath("iptables"); err != nil {
 		return nil, errors.New("partitions need iptables (apt-get install -y iptables)")
 	}
+	removeStaleChains()
 	f := &firewall{chain: fmt.Sprintf("IDSCHAOS%d", os.Getpid())}
 	if err := iptables("-N", f.chain); err != nil {
 		return nil, err
@@ -67,4 +68,31 @@ func (f *firewall) heal() error {
 func (f *firewall) close() error {
 	err := errors.Join(iptables("-F", f.chain), iptables("-D", "OUTPUT", "-j", f.chain))
 	return errors.Join(err, iptables("-X", f.chain))
+}
+
+// removeStaleChains removes the chains of campaigns whose process is gone
+// (killed before it could clean up), and only those.
+func removeStaleChains() {
+	out, err := exec.Command("iptables", "-w", "5", "-S").Output()
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		chain, ok := strings.CutPrefix(line, "-N IDSCHAOS")
+		if !ok {
+			continue
+		}
+		pid, err := strconv.Atoi(chain)
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if _, err := os.Stat("/proc/" + chain); err == nil {
+			continue // still running
+		}
+		name := "IDSCHAOS" + chain
+		iptables("-F", name)
+		for iptables("-D", "OUTPUT", "-j", name) == nil {
+		}
+		iptables("-X", name)
+	}
 }

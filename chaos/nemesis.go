@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -26,10 +28,11 @@ const (
 	FWipeNewID    = "wipe-rejoin-new-id" // kill, FORGET, wiped directory rejoins under a new node ID
 	FWipeSameID   = "wipe-rejoin-same-id"
 	FWrongLayout  = "join-wrong-layout" // a joiner with --worker-bits 9 --seq-bits 13
+	FDiskFull     = "disk-full"         // a member's tmpfs filled, then emptied
 )
 
 // AllFaults lists every fault kind, in the order tables print them.
-var AllFaults = []string{FKill, FPause, FIsolate, FOneWay, FClockBack, FClockForward, FClockStrobe, FForgetLive, FWipeNewID, FWipeSameID, FWrongLayout}
+var AllFaults = []string{FKill, FPause, FIsolate, FOneWay, FClockBack, FClockForward, FClockStrobe, FForgetLive, FWipeNewID, FWipeSameID, FWrongLayout, FDiskFull}
 
 var partitionFaults = []string{FIsolate, FOneWay}
 var clockFaults = []string{FClockBack, FClockForward, FClockStrobe}
@@ -55,7 +58,7 @@ func (f Fault) String() string {
 
 // weights make membership faults rarer than the cheap ones.
 var weights = map[string]int{FKill: 6, FPause: 5, FIsolate: 5, FOneWay: 4, FClockBack: 5, FClockForward: 2, FClockStrobe: 2,
-	FForgetLive: 2, FWipeNewID: 1, FWipeSameID: 1, FWrongLayout: 1}
+	FForgetLive: 2, FWipeNewID: 1, FWipeSameID: 1, FWrongLayout: 1, FDiskFull: 2}
 
 // Schedule draws the faults of a campaign of the given length from seed.
 func Schedule(seed uint64, d time.Duration, kinds []string, nodes int) []Fault {
@@ -167,6 +170,9 @@ func (nm *nemesis) inject(ctx context.Context, f Fault) {
 		target = nm.leader()
 	}
 	n := c.pm.node(target)
+	for _, m := range c.pm.slots() {
+		c.pm.reap(m)
+	}
 	ev := &FaultEvent{Kind: f.Kind, Slots: []int{target}, Start: c.since()}
 	defer func() {
 		ev.End = c.since()
@@ -248,6 +254,19 @@ func (nm *nemesis) inject(ctx context.Context, f Fault) {
 		}
 		c.setClock(n, 0)
 		ev.Detail += fmt.Sprintf(", %d steps", steps)
+	case FDiskFull:
+		disk, ok := c.pm.disks[n.slot]
+		if !ok {
+			ev.Detail = "no tmpfs for this slot"
+			return
+		}
+		path, size, err := fillDisk(disk)
+		ev.Detail = fmt.Sprintf("filled %s's disk with %d MiB", n.nodeID, size>>20)
+		if err != nil {
+			ev.Detail += ": " + err.Error()
+		}
+		nm.sleep(ctx, f.Hold)
+		os.Remove(path)
 	case FForgetLive:
 		nm.forgetLive(ctx, n, f, ev)
 	case FWipeNewID:
@@ -417,7 +436,11 @@ func (nm *nemesis) heal() []string {
 			problems = append(problems, err.Error())
 		}
 	}
+	for _, disk := range c.pm.disks {
+		os.Remove(filepath.Join(disk, "filler"))
+	}
 	for _, n := range c.pm.slots() {
+		c.pm.reap(n)
 		n.signal(syscall.SIGCONT)
 	}
 	for _, n := range c.pm.slots() {

@@ -61,6 +61,7 @@ type proc struct {
 	done   chan struct{}
 	err    error // from Wait, once done is closed
 	logf   string
+	killed atomic.Bool // ended by the campaign, not by itself
 }
 
 func (p *proc) exited() bool {
@@ -119,6 +120,8 @@ type procManager struct {
 	logf    func(string, ...any)
 	asUsers bool
 
+	disks map[int]string // slot -> a small tmpfs its data directories live on
+
 	mu    sync.Mutex
 	gens  int
 	nodes []*node
@@ -174,7 +177,14 @@ func (pm *procManager) freshDir(n *node, nodeID string) error {
 	pm.gens++
 	g := pm.gens
 	pm.mu.Unlock()
-	n.dir = filepath.Join(pm.root, fmt.Sprintf("data-%s-%d", nodeID, g))
+	if n.dir != "" && n.running() == nil {
+		os.RemoveAll(n.dir) // wiped: a new disk
+	}
+	base := pm.root
+	if d, ok := pm.disks[n.slot]; ok {
+		base = d
+	}
+	n.dir = filepath.Join(base, fmt.Sprintf("data-%s-%d", nodeID, g))
 	n.nodeID = nodeID
 	if err := os.MkdirAll(n.dir, 0o755); err != nil {
 		return err
@@ -291,9 +301,26 @@ func (n *node) kill() {
 	if p == nil {
 		return
 	}
+	p.killed.Store(true)
 	p.cmd.Process.Signal(syscall.SIGKILL)
 	<-p.done
 	n.setRunning(nil)
+}
+
+// reap notices a process of n that exited by itself: a crash, recorded as
+// an anomaly (exit-on-full-disk when its log says the disk was full).
+func (pm *procManager) reap(n *node) {
+	p := n.running()
+	if p == nil || !p.exited() || p.killed.Load() {
+		return
+	}
+	n.setRunning(nil)
+	tail := tailLog(p.logf, 6)
+	kind := "crashed"
+	if strings.Contains(tail, "no space left on device") {
+		kind = "exit-on-full-disk"
+	}
+	pm.hist.addMembership(Anomaly{Kind: kind, Msg: fmt.Sprintf("%s (proc %d) exited by itself: %v; log %s\n%s", n.nodeID, p.gen, p.err, p.logf, indent(tail))})
 }
 
 // killAll ends every process the manager started.
@@ -303,6 +330,7 @@ func (pm *procManager) killAll() {
 	pm.mu.Unlock()
 	for _, p := range all {
 		if !p.exited() {
+			p.killed.Store(true)
 			p.cmd.Process.Signal(syscall.SIGKILL)
 			<-p.done
 		}

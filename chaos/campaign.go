@@ -310,7 +310,7 @@ func (c *campaign) checkAnswering(wait time.Duration) {
 		c.pm.reap(n)
 		p := n.running()
 		if p == nil {
-			c.hist.addMembership(Anomaly{Kind: "unavailable", Msg: fmt.Sprintf("slot %d (%s) is not running after the heal", n.slot, n.nodeID)})
+			c.hist.addMembership(Anomaly{At: c.since(), Kind: "unavailable", Msg: fmt.Sprintf("slot %d (%s) is not running after the heal", n.slot, n.nodeID)})
 			continue
 		}
 		var last string
@@ -333,7 +333,7 @@ func (c *campaign) checkAnswering(wait time.Duration) {
 			}
 		}
 		if !answered {
-			c.hist.addMembership(Anomaly{Kind: "unavailable", Msg: fmt.Sprintf("%s did not answer within %v of the heal (last: %s); %s",
+			c.hist.addMembership(Anomaly{At: c.since(), Kind: "unavailable", Msg: fmt.Sprintf("%s did not answer within %v of the heal (last: %s); %s",
 				n.nodeID, wait, last, goroutineDump(p))})
 		}
 	}
@@ -418,13 +418,17 @@ func (r *Result) Table(w io.Writer) {
 		kinds = append(kinds, k)
 	}
 	sort.Strings(kinds)
-	fmt.Fprintln(tw, "anomaly\tcount\t")
+	fmt.Fprintln(tw, "anomaly\tcount\tfirst seen\t")
 	n := 0
 	for _, k := range kinds {
-		fmt.Fprintf(tw, "%s\t%d\t\n", k, v.Counts[k])
+		first := "-"
+		if at, ok := v.FirstAt[k]; ok {
+			first = fmtDur(at)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t\n", k, v.Counts[k], first)
 		n += v.Counts[k]
 	}
-	fmt.Fprintf(tw, "total\t%d\t\n", n)
+	fmt.Fprintf(tw, "total\t%d\t\t\n", n)
 	tw.Flush()
 	for _, a := range v.Anomalies {
 		fmt.Fprintln(w)

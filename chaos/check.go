@@ -13,6 +13,7 @@ import (
 
 // Anomaly is one broken promise, with the ops that show it.
 type Anomaly struct {
+	At     time.Duration // when the campaign saw it (for anomalies without ops)
 	Kind   string
 	Msg    string
 	Ops    []*Op
@@ -36,8 +37,9 @@ func (a *Anomaly) Report(seed uint64) string {
 // Verdict is what the checker found.
 type Verdict struct {
 	Anomalies     []Anomaly
-	Counts        map[string]int // anomalies by kind, including those not listed
-	ValuesChecked int64          // IDs and segment values acknowledged
+	Counts        map[string]int           // anomalies by kind, including those not listed
+	FirstAt       map[string]time.Duration // when each kind was first shown (the latest reply of its first excerpt)
+	ValuesChecked int64                    // IDs and segment values acknowledged
 	OpsByKind     map[string][3]int
 	Porcupine     map[string]porcupine.CheckResult // by tag
 }
@@ -56,6 +58,13 @@ func (c *checker) add(kind, msg string, ops ...*Op) { c.addN(kind, 1, msg, ops..
 
 // addN counts n anomalies of kind shown by the same ops.
 func (c *checker) addN(kind string, n int, msg string, ops ...*Op) {
+	var at time.Duration
+	for _, op := range ops {
+		at = max(at, op.End)
+	}
+	if first, seen := c.v.FirstAt[kind]; !seen || at < first {
+		c.v.FirstAt[kind] = at
+	}
 	c.v.Counts[kind] += n
 	if c.v.Counts[kind]-n >= maxListed {
 		return
@@ -70,7 +79,7 @@ func (c *checker) addN(kind string, n int, msg string, ops ...*Op) {
 // Check reads the whole history. geneBits is the layout's (8 by default);
 // porcupineTimeout bounds the linearizability check of each tag.
 func Check(h *History, geneBits int, porcupineTimeout time.Duration) *Verdict {
-	c := &checker{h: h, v: &Verdict{Counts: map[string]int{}, OpsByKind: map[string][3]int{}, Porcupine: map[string]porcupine.CheckResult{}},
+	c := &checker{h: h, v: &Verdict{Counts: map[string]int{}, FirstAt: map[string]time.Duration{}, OpsByKind: map[string][3]int{}, Porcupine: map[string]porcupine.CheckResult{}},
 		geneMask: 1<<geneBits - 1, borrow: time.Second}
 	for _, op := range h.Ops {
 		k := c.v.OpsByKind[op.Kind.String()]
@@ -81,6 +90,9 @@ func Check(h *History, geneBits int, porcupineTimeout time.Duration) *Verdict {
 		}
 	}
 	for _, a := range h.Membership {
+		if first, seen := c.v.FirstAt[a.Kind]; !seen || a.At < first {
+			c.v.FirstAt[a.Kind] = a.At
+		}
 		c.v.Counts[a.Kind]++
 		c.v.Anomalies = append(c.v.Anomalies, a)
 	}

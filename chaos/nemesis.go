@@ -363,7 +363,7 @@ func (nm *nemesis) wipeRejoin(n *node, sameID bool, ev *FaultEvent) {
 		p, err := c.pm.start(n, join, 20*time.Second)
 		if err == nil {
 			ev.Detail = "empty directory under member ID " + n.nodeID + " accepted"
-			c.hist.addMembership(Anomaly{Kind: "membership", Msg: fmt.Sprintf("%s restarted on an empty directory under its member node ID and joined (the spec says: refused, remedy FORGET or a new --node-id); log %s", n.nodeID, p.logf)})
+			c.hist.addMembership(Anomaly{At: c.since(), Kind: "membership", Msg: fmt.Sprintf("%s restarted on an empty directory under its member node ID and joined (the spec says: refused, remedy FORGET or a new --node-id); log %s", n.nodeID, p.logf)})
 			return
 		}
 		ev.Detail = "empty directory under " + n.nodeID + " refused (" + firstLine(err.Error()) + "); "
@@ -417,7 +417,7 @@ func (nm *nemesis) wrongLayout(ctx context.Context, f Fault, ev *FaultEvent) {
 		worker = m[1]
 	}
 	ev.Detail = fmt.Sprintf("joiner with --worker-bits 9 --seq-bits 13 accepted as worker %s", worker)
-	c.hist.addMembership(Anomaly{Kind: "membership", Msg: fmt.Sprintf("a joiner with another layout (--worker-bits 9 --seq-bits 13) was accepted as %s, worker %s; log %s", extra.nodeID, worker, p.logf)})
+	c.hist.addMembership(Anomaly{At: c.since(), Kind: "membership", Msg: fmt.Sprintf("a joiner with another layout (--worker-bits 9 --seq-bits 13) was accepted as %s, worker %s; log %s", extra.nodeID, worker, p.logf)})
 	gctx, cancel := context.WithTimeout(ctx, f.Hold)
 	c.ghostClient(gctx, extra.slot, p, "wrong-layout")
 	cancel()

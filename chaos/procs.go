@@ -320,7 +320,7 @@ func (pm *procManager) reap(n *node) {
 	if strings.Contains(tail, "no space left on device") {
 		kind = "exit-on-full-disk"
 	}
-	pm.hist.addMembership(Anomaly{Kind: kind, Msg: fmt.Sprintf("%s (proc %d) exited by itself: %v; log %s\n%s", n.nodeID, p.gen, p.err, p.logf, indent(tail))})
+	pm.hist.addMembership(Anomaly{At: time.Since(pm.t0), Kind: kind, Msg: fmt.Sprintf("%s (proc %d) exited by itself: %v; log %s\n%s", n.nodeID, p.gen, p.err, p.logf, indent(tail))})
 }
 
 // killAll ends every process the manager started.

@@ -325,10 +325,13 @@ func (nm *nemesis) forgetLive(ctx context.Context, n *node, f Fault, ev *FaultEv
 		c.ghostClient(gctx, n.slot, ghost, "forgotten")
 	}()
 	repl := &node{slot: n.slot, host: n.host, uid: n.uid}
-	if err := c.pm.freshDir(repl, nm.newNodeID(n.slot)); err != nil {
+	other := nm.liveOther(n.slot)
+	if other < 0 {
+		ev.Detail += "; no member left to join"
+	} else if err := c.pm.freshDir(repl, nm.newNodeID(n.slot)); err != nil {
 		ev.Detail += "; " + err.Error()
 	} else {
-		repl.join = c.pm.node(nm.liveOther(n.slot)).respAddr()
+		repl.join = c.pm.node(other).respAddr()
 		c.pm.setNode(n.slot, repl)
 		if _, err := c.pm.start(repl, repl.join, 40*time.Second); err != nil {
 			ev.Detail += "; replacement failed: " + err.Error()

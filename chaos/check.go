@@ -44,10 +44,20 @@ type Verdict struct {
 	Porcupine     map[string]porcupine.CheckResult // by tag
 }
 
+// afterMistake marks an anomaly kind seen after the cluster accepted a
+// membership mistake (a joiner with another layout, an empty directory under
+// a member's node ID): the acceptance is the anomaly that matters, what
+// follows may be its consequence.
+const afterMistake = "-after-accepted-mistake"
+
 // maxListed is how many anomalies of one kind are listed in full.
 const maxListed = 5
 
 type checker struct {
+	// tainted is when the cluster first accepted a membership mistake the
+	// spec says it must refuse; later anomalies may follow from it and are
+	// counted under kind+afterMistake.
+	tainted  time.Duration
 	h        *History
 	v        *Verdict
 	geneMask int64
@@ -61,6 +71,9 @@ func (c *checker) addN(kind string, n int, msg string, ops ...*Op) {
 	var at time.Duration
 	for _, op := range ops {
 		at = max(at, op.End)
+	}
+	if at > c.tainted {
+		kind += afterMistake
 	}
 	if first, seen := c.v.FirstAt[kind]; !seen || at < first {
 		c.v.FirstAt[kind] = at
@@ -80,7 +93,12 @@ func (c *checker) addN(kind string, n int, msg string, ops ...*Op) {
 // porcupineTimeout bounds the linearizability check of each tag.
 func Check(h *History, geneBits int, porcupineTimeout time.Duration) *Verdict {
 	c := &checker{h: h, v: &Verdict{Counts: map[string]int{}, FirstAt: map[string]time.Duration{}, OpsByKind: map[string][3]int{}, Porcupine: map[string]porcupine.CheckResult{}},
-		geneMask: 1<<geneBits - 1, borrow: time.Second}
+		geneMask: 1<<geneBits - 1, borrow: time.Second, tainted: math.MaxInt64}
+	for _, a := range h.Membership {
+		if a.Kind == "membership" {
+			c.tainted = min(c.tainted, a.At)
+		}
+	}
 	for _, op := range h.Ops {
 		k := c.v.OpsByKind[op.Kind.String()]
 		k[op.Outcome]++

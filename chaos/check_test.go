@@ -58,6 +58,13 @@ func TestCheckerFindsEachAnomaly(t *testing.T) {
 		{"not-linearizable", []*Op{alloc("a", "s", 12, 12, 0, 1), set("s", 10, OK, 2, 3)}},
 		{"clockback", []*Op{{Kind: KNextID, Slot: 1, Err: "-CLOCKBACK clock is 5 ms behind issued IDs", Outcome: Refused, Start: ms(30), End: ms(31)}}},
 	}
+	// After the cluster accepted a mistake, anomalies are told apart.
+	h := &History{Membership: []Anomaly{{Kind: "membership", At: ms(1)}}}
+	h.addOp(ids(KNextID, "a", 0, 1, 10))
+	h.addOp(ids(KNextID, "b", 2, 3, 10))
+	if v := Check(h, 8, time.Second); v.Counts["duplicate-id"+afterMistake] != 1 || v.Counts["membership"] != 1 {
+		t.Errorf("after an accepted mistake: %v", v.Counts)
+	}
 	for _, tc := range cases {
 		h := &History{Clocks: []clockChange{{Slot: 0, At: ms(20), From: 0, To: -ms(100)}}}
 		for _, op := range append(append([]*Op{}, clean...), tc.ops...) {

@@ -1,5 +1,7 @@
 package chaos
 
+import "strings"
+
 // ciFaults are the fault kinds TestCampaign injects.
 var ciFaults = AllFaults
 
@@ -23,6 +25,9 @@ var knownOpen = map[string]string{
 
 // excused says why an anomaly kind does not fail TestCampaign, or "".
 func excused(kind string, counts map[string]int) string {
+	if strings.HasSuffix(kind, afterMistake) {
+		return "follows a membership mistake the cluster accepted (" + knownOpen["membership"] + ")"
+	}
 	if kind == "not-linearizable" && counts["below-floor"]+counts["stale-get"] > 0 {
 		return "follows from below-floor or stale-get"
 	}

@@ -448,6 +448,10 @@ func (nm *nemesis) heal() []string {
 	}
 	for _, n := range c.pm.slots() {
 		if n.running() == nil {
+			if other := nm.liveOther(n.slot); n.join != "" && other >= 0 {
+				// The member it first joined through may have moved.
+				n.join = c.pm.node(other).respAddr()
+			}
 			if _, err := c.pm.start(n, n.join, 40*time.Second); err != nil {
 				problems = append(problems, err.Error())
 			}

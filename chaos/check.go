@@ -430,89 +430,108 @@ type tagInput struct {
 }
 
 type tagOutput struct {
-	outcome     Outcome
 	first, last int64
 	null        bool
 }
 
-var tagModel = porcupine.NondeterministicModel{
-	Init: func() []interface{} { return []interface{}{tagState{}} },
-	Step: func(state, input, output interface{}) []interface{} {
-		s, in, out := state.(tagState), input.(tagInput), output.(tagOutput)
-		switch {
-		case isAlloc(in.kind):
-			// Values come from buffers, so they need not exceed the largest
-			// issued; they must exceed the floor.
-			if out.first <= s.floor {
-				return nil
-			}
-			return []interface{}{tagState{s.floor, max(s.issued, out.last)}}
-		case in.kind == KGet:
-			if out.null {
-				if s.floor == 0 && s.issued == 0 {
-					return []interface{}{s}
+// tagModel starts from init: the state a quiescent point leaves.
+func tagModel(init tagState) porcupine.Model {
+	return porcupine.Model{
+		Init: func() interface{} { return init },
+		Step: func(state, input, output interface{}) (bool, interface{}) {
+			s, in, out := state.(tagState), input.(tagInput), output.(tagOutput)
+			switch in.kind {
+			case KIncr, KIncrBy, KNextSeg:
+				// Values come from buffers, so they need not exceed the
+				// largest issued; they must exceed the floor.
+				return out.first > s.floor, tagState{s.floor, max(s.issued, out.last)}
+			case KGet:
+				if out.null {
+					return s.floor == 0 && s.issued == 0, s
 				}
-				return nil
+				return out.last >= s.issued && out.last >= s.floor, s
+			default: // an acknowledged SET
+				return in.v >= s.issued, tagState{max(s.floor, in.v), s.issued}
 			}
-			if out.last >= s.issued && out.last >= s.floor {
-				return []interface{}{s}
-			}
-			return nil
-		case in.kind == KSet && out.outcome == OK:
-			if in.v < s.issued {
-				return nil
-			}
-			return []interface{}{tagState{max(s.floor, in.v), s.issued}}
-		case in.kind == KSet && out.outcome == Unknown:
-			if in.v < s.issued {
-				return []interface{}{s}
-			}
-			return []interface{}{s, tagState{max(s.floor, in.v), s.issued}}
-		}
-		// A refused SET: the node may count reserved values we never saw.
-		return []interface{}{s}
-	},
-	DescribeOperation: func(input, output interface{}) string {
-		in, out := input.(tagInput), output.(tagOutput)
-		return fmt.Sprintf("%s %d -> %s [%d, %d]", in.kind, in.v, out.outcome, out.first, out.last)
-	},
+		},
+		DescribeOperation: func(input, output interface{}) string {
+			in, out := input.(tagInput), output.(tagOutput)
+			return fmt.Sprintf("%s %d -> [%d, %d]", in.kind, in.v, out.first, out.last)
+		},
+	}
 }
 
 // linearizable checks each tag's history against tagModel with porcupine.
-// Allocations and GETs whose outcome is unknown constrain nothing and are
-// left out; a SET whose outcome is unknown may take effect at any time
-// after it was sent.
+//
+// Only acknowledged operations go in. Allocations and GETs whose outcome is
+// unknown constrain nothing. A SET whose outcome is unknown may or may not
+// have raised the floor; a higher floor only ever makes later operations
+// less likely to be legal (allocations must exceed it, GETs reach it), so the
+// branch where it did not take effect is always at least as permissive, and
+// leaving it out is the same as modelling both outcomes. A refused SET is
+// left out too: the node may count values reserved in buffers that no client
+// saw, which the model cannot know.
+//
+// The history is cut at quiescent points (no operation in flight) and the
+// pieces are checked one after the other, each from the state the ones
+// before leave, which is determined there: the largest acknowledged SET
+// and value. This keeps porcupine's search, and its memory, to the size of
+// a piece, whatever the length of the campaign.
 func (c *checker) linearizable(timeout time.Duration) {
-	byTag := map[string][]porcupine.Operation{}
-	opsByTag := map[string][]*Op{}
-	var end int64
+	byTag := map[string][]*Op{}
 	for _, op := range c.h.Ops {
-		end = max(end, int64(op.End)+1)
+		if op.Outcome == OK && op.Kind != KNextID && op.Kind != KGeneID {
+			byTag[op.Key] = append(byTag[op.Key], op)
+		}
 	}
-	for _, op := range c.h.Ops {
-		if op.Kind == KNextID || op.Kind == KGeneID {
-			continue
+	for tag, ops := range byTag {
+		sort.Slice(ops, func(i, j int) bool { return ops[i].Start < ops[j].Start })
+		deadline := time.Now().Add(timeout)
+		result := porcupine.Ok
+		var state tagState
+		var piece []porcupine.Operation
+		var reach time.Duration
+		check := func() {
+			if len(piece) == 0 {
+				return
+			}
+			left := time.Until(deadline)
+			if left <= 0 {
+				result = porcupine.Unknown
+				return
+			}
+			model := tagModel(state)
+			switch porcupine.CheckOperationsTimeout(model, piece, left) {
+			case porcupine.Illegal:
+				result = porcupine.Illegal
+				c.add("not-linearizable", fmt.Sprintf("tag %s: no linearization from floor %d and largest value %d; the shortest failing stretch ends with",
+					tag, state.floor, state.issued), shortestIllegal(model, piece, max(left, time.Second))...)
+			case porcupine.Unknown:
+				if result == porcupine.Ok {
+					result = porcupine.Unknown
+				}
+			}
+			for _, o := range piece {
+				op := o.Metadata.(*Op)
+				switch {
+				case op.Kind == KSet:
+					state.floor = max(state.floor, op.N)
+				case isAlloc(op.Kind):
+					state.issued = max(state.issued, op.Last)
+				}
+			}
+			piece = piece[:0]
 		}
-		if op.Outcome != OK && !(op.Kind == KSet && op.Outcome == Unknown) {
-			continue
+		for _, op := range ops {
+			if len(piece) > 0 && op.Start > reach {
+				check()
+			}
+			reach = max(reach, op.End)
+			piece = append(piece, porcupine.Operation{ClientId: op.Client, Call: int64(op.Start), Return: int64(op.End),
+				Input: tagInput{kind: op.Kind, v: op.N}, Output: tagOutput{first: op.First, last: op.Last, null: op.Nil}, Metadata: op})
 		}
-		ret := int64(op.End)
-		if op.Outcome == Unknown {
-			ret = end
-		}
-		byTag[op.Key] = append(byTag[op.Key], porcupine.Operation{ClientId: op.Client, Call: int64(op.Start), Return: ret,
-			Input: tagInput{kind: op.Kind, v: op.N}, Output: tagOutput{outcome: op.Outcome, first: op.First, last: op.Last, null: op.Nil}, Metadata: op})
-		opsByTag[op.Key] = append(opsByTag[op.Key], op)
-	}
-	model := tagModel.ToModel()
-	for tag, hist := range byTag {
-		res := porcupine.CheckOperationsTimeout(model, hist, timeout)
-		c.v.Porcupine[tag] = res
-		if res != porcupine.Illegal {
-			continue
-		}
-		c.add("not-linearizable", fmt.Sprintf("tag %s: no linearization of its %d operations; the shortest failing prefix ends with", tag, len(hist)),
-			shortestIllegal(model, hist, timeout)...)
+		check()
+		c.v.Porcupine[tag] = result
 	}
 }
 

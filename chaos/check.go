@@ -127,40 +127,56 @@ func ok(op *Op) bool { return op.Outcome == OK }
 
 func isAlloc(k Kind) bool { return k == KIncr || k == KIncrBy || k == KNextSeg }
 
-// uniqueIDs: no snowflake or gene ID acknowledged twice, anywhere.
+// uniqueIDs: no snowflake or gene ID acknowledged twice, anywhere. The IDs
+// are sorted bare (8 bytes each, a long campaign has 10^8), and only the
+// repeated ones are traced back to their ops.
 func (c *checker) uniqueIDs() {
-	type owned struct {
-		id int64
-		op *Op
-	}
-	var all []owned
+	var all []int64
 	for _, op := range c.h.Ops {
 		if ok(op) && (op.Kind == KNextID || op.Kind == KGeneID) {
-			for _, id := range op.IDs {
-				all = append(all, owned{id, op})
-			}
+			all = append(all, op.IDs...)
 		}
 	}
 	c.v.ValuesChecked += int64(len(all))
-	slices.SortFunc(all, func(a, b owned) int {
-		if a.id != b.id {
-			return cmpInt(a.id, b.id)
+	slices.Sort(all)
+	repeated := map[int64][]*Op{}
+	for i := 1; i < len(all); i++ {
+		if all[i] == all[i-1] {
+			repeated[all[i]] = nil
 		}
-		return a.op.Index - b.op.Index
-	})
+	}
+	all = nil
+	if len(repeated) == 0 {
+		return
+	}
+	for _, op := range c.h.Ops {
+		if ok(op) && (op.Kind == KNextID || op.Kind == KGeneID) {
+			for _, id := range op.IDs {
+				if owners, dup := repeated[id]; dup {
+					repeated[id] = append(owners, op)
+				}
+			}
+		}
+	}
 	// One anomaly per pair of ops, counting the IDs they share.
 	type pair struct{ a, b *Op }
 	shared := map[pair][]int64{}
 	var order []pair
-	for i := 1; i < len(all); i++ {
-		if all[i].id == all[i-1].id {
-			p := pair{all[i-1].op, all[i].op}
+	for id, owners := range repeated {
+		for i := 1; i < len(owners); i++ {
+			p := pair{owners[i-1], owners[i]}
 			if shared[p] == nil {
 				order = append(order, p)
 			}
-			shared[p] = append(shared[p], all[i].id)
+			shared[p] = append(shared[p], id)
 		}
 	}
+	sort.Slice(order, func(i, j int) bool {
+		if order[i].a.Index != order[j].a.Index {
+			return order[i].a.Index < order[j].a.Index
+		}
+		return order[i].b.Index < order[j].b.Index
+	})
 	for _, p := range order {
 		kind := "duplicate-id"
 		for _, op := range []*Op{p.a, p.b} {
@@ -169,18 +185,9 @@ func (c *checker) uniqueIDs() {
 			}
 		}
 		ids := shared[p]
+		slices.Sort(ids)
 		c.addN(kind, len(ids), fmt.Sprintf("%d IDs acknowledged twice, from %d to %d", len(ids), ids[0], ids[len(ids)-1]), p.a, p.b)
 	}
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // increasing checks that, within each group, an op that started after

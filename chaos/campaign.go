@@ -333,8 +333,13 @@ func (c *campaign) checkAnswering(wait time.Duration) {
 			}
 		}
 		if !answered {
-			c.hist.addMembership(Anomaly{At: c.since(), Kind: "unavailable", Msg: fmt.Sprintf("%s did not answer within %v of the heal (last: %s); %s",
-				n.nodeID, wait, last, goroutineDump(p))})
+			dump := goroutineDump(p)
+			kind := "unavailable"
+			if strings.Contains(dump, "cluster.(*fsm)") {
+				kind = "unavailable-fsm-lock" // waits on the state machine's lock
+			}
+			c.hist.addMembership(Anomaly{At: c.since(), Kind: kind, Msg: fmt.Sprintf("%s did not answer within %v of the heal (last: %s); %s",
+				n.nodeID, wait, last, dump)})
 		}
 	}
 }

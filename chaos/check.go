@@ -108,6 +108,9 @@ func Check(h *History, geneBits int, porcupineTimeout time.Duration) *Verdict {
 		}
 	}
 	for _, a := range h.Membership {
+		if a.Kind != "membership" && a.At > c.tainted {
+			a.Kind += afterMistake
+		}
 		if first, seen := c.v.FirstAt[a.Kind]; !seen || a.At < first {
 			c.v.FirstAt[a.Kind] = a.At
 		}

@@ -17,7 +17,7 @@ var knownOpen = map[string]string{
 	"duplicate-id-wrong-layout": "issue 7, item 3: a joiner with another layout is accepted and issues IDs that collide",
 	"membership":                "issue 7, items 2 and 3: an empty directory under a member's node ID, and a joiner with another layout, are accepted",
 	"set-refused":               "SPEC section 3 (SET succeeds unless a value above v was issued): today's main refuses SET below its reserved high-water",
-	"unavailable":               "issue 7, item 6: SET racing an INCRBY above the step deadlocks a follower's state machine (the goroutine dump is in the report)",
+	"unavailable-fsm-lock":      "issue 7, item 6: SET racing an INCRBY above the step deadlocks a follower's state machine (the goroutine dump is in the report)",
 	"clockback":                 "issue 7, item 8: NEXTID 10000 from several connections answers CLOCKBACK with a healthy clock",
 	"exit-on-full-disk":         "found by this campaign, spec silent: a member whose disk fills exits (pebble: fatal commit error); restarted, it recovers",
 	"stale-get":                 "found by this campaign, not yet filed: GET on a node cut off from the leader answers its own stale state machine (cluster.High's fallback)",

@@ -253,6 +253,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	nctx, stopNemesis := context.WithTimeout(ctx, cfg.Duration+30*time.Second)
 	nm.run(nctx, res.Schedule)
 	stopNemesis()
+	// Faults often take less than their planned hold (a refused join, a
+	// quick restart): the load runs on to the campaign's length.
+	select {
+	case <-ctx.Done():
+	case <-time.After(cfg.Duration - c.since()):
+	}
 	for _, ev := range c.hist.Faults {
 		res.Faults[ev.Kind]++
 	}

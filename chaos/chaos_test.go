@@ -49,7 +49,17 @@ func TestCampaign(t *testing.T) {
 	for _, seed := range seeds {
 		t.Run("seed="+strconv.FormatUint(seed, 10), func(t *testing.T) {
 			t.Logf("seed %d (replay: CHAOS_SEED=%d go test ./chaos -run TestCampaign)", seed, seed)
-			res, err := Run(context.Background(), Config{Seed: seed, Duration: campaignLength(t), Binary: bin, Faults: ciFaults, Logf: t.Logf, PorcupineTimeout: 10 * time.Second})
+			// Not t.TempDir: the nodes run as other users and must reach it.
+			dir, err := os.MkdirTemp("", "idserver-chaos-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				if !t.Failed() {
+					os.RemoveAll(dir)
+				}
+			})
+			res, err := Run(context.Background(), Config{Seed: seed, Duration: campaignLength(t), Binary: bin, Dir: dir, Faults: ciFaults, Logf: t.Logf, PorcupineTimeout: 10 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -291,7 +291,9 @@ func (nm *nemesis) forget(slot int, nodeID string) error {
 			if !r.isError() {
 				return nil
 			}
-			err = fmt.Errorf("%s", r.str)
+			if err = fmt.Errorf("%s", r.str); !strings.HasPrefix(r.str, "TRYAGAIN") {
+				return err // refused: asking again changes nothing
+			}
 		}
 		time.Sleep(300 * time.Millisecond)
 	}

@@ -128,6 +128,16 @@ type procManager struct {
 	all   []*proc // every process ever started, for the final kill
 }
 
+// newPorts gives n new RESP and Raft ports.
+func (n *node) newPorts() error {
+	ports, err := freePortsOn(n.host, 2)
+	if err != nil {
+		return err
+	}
+	n.port, n.raftPort = ports[0], ports[1]
+	return nil
+}
+
 // node is the slot's node now.
 func (pm *procManager) node(slot int) *node {
 	pm.mu.Lock()
@@ -149,13 +159,19 @@ func (pm *procManager) slots() []*node {
 	return slices.Clone(pm.nodes)
 }
 
-func freePortOn(host string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, err
+// freePortsOn finds n ports free on host now, distinct: every listener is
+// held open until all are found.
+func freePortsOn(host string, n int) ([]int, error) {
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports, nil
 }
 
 // newNode makes a slot with fresh ports and an empty directory.
@@ -166,11 +182,7 @@ func (pm *procManager) newNode(slot int, host string, uid int) (*node, error) {
 
 // freshDir gives n a new empty data directory, new ports and a node ID.
 func (pm *procManager) freshDir(n *node, nodeID string) error {
-	var err error
-	if n.port, err = freePortOn(n.host); err != nil {
-		return err
-	}
-	if n.raftPort, err = freePortOn(n.host); err != nil {
+	if err := n.newPorts(); err != nil {
 		return err
 	}
 	pm.mu.Lock()
@@ -201,6 +213,18 @@ var listeningLine = regexp.MustCompile(`msg=listening addr=(\S+)`)
 // node that bootstraps or restarts on its own directory) and waits until it
 // answers PING, or until wait runs out.
 func (pm *procManager) start(n *node, join string, wait time.Duration) (*proc, error) {
+	p, err := pm.startOnce(n, join, wait)
+	if err != nil && p != nil && p.exited() && strings.Contains(tailLog(p.logf, 5), "address already in use") {
+		// Someone took a port between our look and the bind: other ports.
+		if err := n.newPorts(); err != nil {
+			return p, err
+		}
+		return pm.startOnce(n, join, wait)
+	}
+	return p, err
+}
+
+func (pm *procManager) startOnce(n *node, join string, wait time.Duration) (*proc, error) {
 	args := []string{"--bind", n.host, "--port", strconv.Itoa(n.port),
 		"--raft-addr", net.JoinHostPort(n.host, strconv.Itoa(n.raftPort)),
 		"--dir", n.dir, "--node-id", n.nodeID, "--segment-step", strconv.FormatInt(pm.step, 10)}

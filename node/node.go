@@ -52,6 +52,8 @@ type Config struct {
 	TLSServer, TLSClient *tls.Config
 	// Now is the wall clock the generator and leases read (time.Now when nil).
 	Now func() time.Time
+	// Debug, when set, lets DEBUG CLOCK step Now (--enable-debug-command).
+	Debug resp.DebugClock
 	// Network carries the Raft port (tests that cut it); nil means TCP/TLS.
 	Network cluster.Network
 	// Raft timings; zero means 500ms each.
@@ -200,6 +202,7 @@ func Open(cfg Config) (_ *Node, err error) {
 		Password: cfg.RequirePass, Limits: cfg.Limits, Version: cfg.Version, NodeID: n.ID,
 		Port: n.ln.Addr().(*net.TCPAddr).Port, Bind: cfg.Bind, Logger: cfg.Logger, MaxClients: cfg.MaxClients,
 		Segments: n.Segments, Cluster: n.Cluster, RequestTimeout: n.Cluster.Timing().Request, Ready: ready.Load,
+		Debug: cfg.Debug,
 	}, n.ids)
 	var serving net.Listener = n.ln
 	if cfg.TLSServer != nil {

@@ -47,6 +47,7 @@ type Config struct {
 	// answered "-LOADING ...", as Redis answers while it loads, and INFO
 	// says loading:1. Once true it is not asked again. nil: ready at once.
 	Ready func() bool
+	Debug DebugClock // DEBUG CLOCK (--enable-debug-command); nil: DEBUG refused as Redis does
 }
 
 // RedisVersion is the Redis version whose behaviour the server follows; it

@@ -42,6 +42,7 @@ type Config struct {
 	TLSKey      string
 	MetricsAddr string
 	ShowVersion bool
+	EnableDebug bool // DEBUG CLOCK steps the clock IDs are issued on (fault tests only)
 }
 
 // parseConfig reads flags, then IDSERVER_<NAME> from the environment for
@@ -79,6 +80,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.StringVar(&c.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", "", "host:port to serve Prometheus /metrics and /healthz on")
 	fs.BoolVar(&c.ShowVersion, "version", false, "print the version and exit")
+	fs.BoolVar(&c.EnableDebug, "enable-debug-command", false, "answer DEBUG CLOCK, which steps the clock IDs are issued on (fault tests only)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

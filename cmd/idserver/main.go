@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"idserver/node"
 	"idserver/resp"
@@ -62,7 +63,14 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	}
 	limits := resp.DefaultLimits()
 	limits.MaxBulk = cfg.MaxBulk
+	clock, debugClock := time.Now, resp.DebugClock(nil)
+	if cfg.EnableDebug {
+		offset := resp.NewOffsetClock(time.Now)
+		clock, debugClock = offset.Now, offset
+		log.Warn("--enable-debug-command: DEBUG CLOCK can step this node's clock")
+	}
 	n, err := node.Open(node.Config{
+		Now: clock, Debug: debugClock,
 		Bind: cfg.Bind, Port: cfg.Port, Advertise: cfg.Advertise, RaftAddr: cfg.RaftAddr, RaftAdvertise: cfg.RaftAdv,
 		Dir: cfg.Dir, NodeID: cfg.NodeID, Join: cfg.Join, Layout: cfg.Layout, Window: cfg.Window,
 		MaxBorrow: cfg.MaxBorrow, WorkerLease: cfg.WorkerLease, Recover: cfg.Recover, RecoverSkip: cfg.RecoverSkip, SegmentStep: cfg.SegmentStep,

@@ -1,0 +1,448 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+)
+
+// Config sets up a campaign.
+type Config struct {
+	Seed           uint64
+	Duration       time.Duration // of the fault schedule; setup, heal and check come on top
+	Nodes          int           // 3 when 0
+	ClientsPerNode int           // 2 when 0
+	SegmentStep    int64         // --segment-step, 1000 when 0
+	Faults         []string      // kinds to inject; AllFaults when nil
+	Binary         string        // idserver binary; built from this module when empty
+	Dir            string        // work directory (kept); a temporary one (removed unless anomalies) when empty
+	Logf           func(format string, args ...any)
+	// PorcupineTimeout bounds the linearizability check of each tag (30s when 0).
+	PorcupineTimeout time.Duration
+}
+
+// Result is what a campaign did and found.
+type Result struct {
+	Seed      uint64
+	Schedule  []Fault
+	Faults    map[string]int // injected, by kind
+	Skipped   []string       // fault kinds this machine cannot inject, and why
+	Verdict   *Verdict
+	History   *History
+	Dir       string
+	Elapsed   time.Duration
+	BinaryRev string
+}
+
+// campaign is one run in progress.
+type campaign struct {
+	cfg     Config
+	pm      *procManager
+	hist    *History
+	fw      *firewall
+	t0      time.Time
+	uidBase int
+	logf    func(string, ...any)
+}
+
+func (c *campaign) since() time.Duration { return time.Since(c.t0) }
+
+// hostFor is slot's loopback address: 127.0.0.2 upwards (127.0.0.1 is the
+// source address of every loopback connection, see firewall).
+func (c *campaign) hostFor(slot int) string { return "127.0.0." + strconv.Itoa(2+slot) }
+
+// uidFor is the Unix user slot's processes run as (0: the campaign's own).
+func (c *campaign) uidFor(slot int) int {
+	if c.uidBase == 0 {
+		return 0
+	}
+	return c.uidBase + slot
+}
+
+// setClock sets n's DEBUG CLOCK offset and records the change.
+func (c *campaign) setClock(n *node, d time.Duration) error {
+	p := n.running()
+	if p == nil {
+		return errors.New("not running")
+	}
+	r, err := admin(p.addr, 2*time.Second, "DEBUG", "CLOCK", strconv.FormatInt(d.Milliseconds(), 10))
+	if err == nil && r.isError() {
+		err = errors.New(r.str)
+	}
+	if err != nil {
+		return err
+	}
+	c.hist.addClock(clockChange{Slot: n.slot, At: c.since(), From: n.clockOffset(), To: d})
+	n.setClockOffset(d)
+	return nil
+}
+
+// ghostClient issues NEXTID, GENEID and INCR on one process (a forgotten
+// node, or a joiner that should have been refused) until ctx ends.
+func (c *campaign) ghostClient(ctx context.Context, slot int, p *proc, ghost string) {
+	w := &workload{pm: c.pm, hist: c.hist, t0: c.t0, step: c.pm.step, known: knowledge{max: map[string]int64{}}}
+	rc, err := dialRESP(p.addr, 1_000_000+int64(p.gen), time.Second)
+	if err != nil {
+		return
+	}
+	defer func() { rc.close() }()
+	specs := []opSpec{{kind: KNextID, n: 100}, {kind: KGeneID, key: hotBuyer, n: 16}, {kind: KIncr, key: tags[0]}, {kind: KNextID}}
+	for i := 0; ctx.Err() == nil; i++ {
+		op := w.do(rc, p, 1000+slot, slot, specs[i%len(specs)])
+		op.Ghost = ghost
+		if op.Outcome == Unknown && !strings.HasPrefix(op.Err, "-") {
+			rc.close()
+			if rc, err = dialRESP(p.addr, 1_000_000+int64(p.gen), time.Second); err != nil {
+				return
+			}
+		}
+		if op.Outcome != OK {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// Run runs one campaign: start the cluster, drive the clients, inject the
+// schedule, heal, check that every node answers, and check the history.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if cfg.Nodes == 0 {
+		cfg.Nodes = 3
+	}
+	if cfg.ClientsPerNode == 0 {
+		cfg.ClientsPerNode = 2
+	}
+	if cfg.SegmentStep == 0 {
+		cfg.SegmentStep = 1000
+	}
+	if cfg.Faults == nil {
+		cfg.Faults = AllFaults
+	}
+	if cfg.PorcupineTimeout == 0 {
+		cfg.PorcupineTimeout = 30 * time.Second
+	}
+	logf := cfg.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	res := &Result{Seed: cfg.Seed, Faults: map[string]int{}}
+	start := time.Now()
+	logf("chaos: seed %d, %v of faults on %d nodes, %d clients each (replay: -seed %d)", cfg.Seed, cfg.Duration, cfg.Nodes, cfg.ClientsPerNode, cfg.Seed)
+
+	root := cfg.Dir
+	if root == "" {
+		var err error
+		if root, err = os.MkdirTemp("", "idserver-chaos-"); err != nil {
+			return nil, err
+		}
+	} else if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, err
+	}
+	os.Chmod(root, 0o755) // the nodes' users reach their directories and the binary
+	res.Dir = root
+	if cfg.Dir == "" {
+		// Runs last, after the processes are gone and the disks unmounted.
+		defer func() {
+			if res.Verdict != nil && len(res.Verdict.Anomalies) == 0 {
+				os.RemoveAll(root)
+			}
+		}()
+	}
+	bin := cfg.Binary
+	if bin == "" {
+		var err error
+		if bin, err = BuildServer(ctx, root); err != nil {
+			return nil, err
+		}
+	}
+	flags := serverFlags(bin)
+	kinds := slices.Clone(cfg.Faults)
+	if !flags["enable-debug-command"] {
+		res.Skipped = append(res.Skipped, "clock faults: the binary has no --enable-debug-command")
+		kinds = slices.DeleteFunc(kinds, func(k string) bool { return slices.Contains(clockFaults, k) })
+	}
+	c := &campaign{cfg: cfg, hist: &History{}, logf: logf}
+	if slices.ContainsFunc(kinds, func(k string) bool { return slices.Contains(partitionFaults, k) }) {
+		fw, err := newFirewall()
+		if err != nil {
+			res.Skipped = append(res.Skipped, "partitions: "+err.Error())
+			kinds = slices.DeleteFunc(kinds, func(k string) bool { return slices.Contains(partitionFaults, k) })
+		} else {
+			c.fw = fw
+			c.uidBase = 200_000 + os.Getpid()%10_000*16
+			defer func() {
+				if err := fw.close(); err != nil {
+					logf("chaos: removing iptables chain %s: %v", fw.chain, err)
+				}
+			}()
+		}
+	}
+	for _, s := range res.Skipped {
+		logf("chaos: skipped %s", s)
+	}
+	if c.uidBase != 0 && filepath.Dir(bin) != root {
+		// The nodes' users must reach the binary: a copy in the work directory.
+		if err := copyExecutable(bin, filepath.Join(root, "idserver")); err != nil {
+			return nil, err
+		}
+		bin = filepath.Join(root, "idserver")
+	}
+	var disks map[int]string
+	if slices.Contains(kinds, FDiskFull) {
+		var err error
+		if disks, err = mountDisks(root, cfg.Nodes); err != nil {
+			res.Skipped = append(res.Skipped, "disk-full: "+err.Error())
+			logf("chaos: skipped disk-full: %v", err)
+			kinds = slices.DeleteFunc(kinds, func(k string) bool { return k == FDiskFull })
+		} else {
+			defer func() {
+				if err := unmountDisks(disks); err != nil {
+					logf("chaos: %v", err)
+				}
+			}()
+		}
+	}
+	res.Schedule = Schedule(cfg.Seed, cfg.Duration, kinds, cfg.Nodes)
+	c.t0 = time.Now()
+	c.pm = &procManager{bin: bin, root: root, flags: flags, step: cfg.SegmentStep, hist: c.hist, t0: c.t0, logf: logf, disks: disks}
+	defer c.pm.killAll()
+
+	// The cluster: the first node bootstraps, the others join it.
+	for slot := range cfg.Nodes {
+		n, err := c.pm.newNode(slot, c.hostFor(slot), c.uidFor(slot))
+		if err != nil {
+			return nil, err
+		}
+		c.pm.nodes = append(c.pm.nodes, n)
+		if slot > 0 {
+			n.join = c.pm.nodes[0].respAddr()
+		}
+		if _, err := c.pm.start(n, n.join, 60*time.Second); err != nil {
+			return nil, fmt.Errorf("starting the cluster: %w", err)
+		}
+	}
+	if err := c.waitMembers(cfg.Nodes, 30*time.Second); err != nil {
+		return nil, err
+	}
+	logf("chaos: %d nodes up in %v (binary %s, dir %s)", cfg.Nodes, time.Since(start).Round(time.Millisecond), bin, root)
+
+	w := &workload{seed: cfg.Seed, pm: c.pm, hist: c.hist, t0: c.t0, step: cfg.SegmentStep, known: knowledge{max: map[string]int64{}}}
+	cctx, stopClients := context.WithCancel(ctx)
+	var clients sync.WaitGroup
+	for slot := range cfg.Nodes {
+		for k := range cfg.ClientsPerNode {
+			clients.Add(1)
+			go func() {
+				defer clients.Done()
+				w.client(cctx, slot*cfg.ClientsPerNode+k, slot)
+			}()
+		}
+	}
+	nm := &nemesis{c: c, rng: rand.New(rand.NewPCG(cfg.Seed, 0x5eed))}
+	nctx, stopNemesis := context.WithTimeout(ctx, cfg.Duration+30*time.Second)
+	nm.run(nctx, res.Schedule)
+	stopNemesis()
+	// Faults often take less than their planned hold (a refused join, a
+	// quick restart): the load runs on to the campaign's length.
+	select {
+	case <-ctx.Done():
+	case <-time.After(cfg.Duration - c.since()):
+	}
+	for _, ev := range c.hist.Faults {
+		res.Faults[ev.Kind]++
+	}
+	healed := c.since()
+	problems := nm.heal()
+	logf("chaos: healed at %s after %d faults %v", fmtDur(healed), nm.done, problems)
+	// Load carries on over the healed cluster for a moment.
+	select {
+	case <-ctx.Done():
+	case <-time.After(3 * time.Second):
+	}
+	stopClients()
+	clients.Wait()
+	c.checkAnswering(40 * time.Second)
+	c.pm.killAll()
+	logf("chaos: %d operations recorded; checking", len(c.hist.Ops))
+	res.History = c.hist
+	checkStart := time.Now()
+	res.Verdict = Check(c.hist, 8, cfg.PorcupineTimeout)
+	logf("chaos: checked in %v", time.Since(checkStart).Round(time.Millisecond))
+	res.Elapsed = time.Since(start)
+	return res, ctx.Err()
+}
+
+func copyExecutable(from, to string) error {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(to, b, 0o755)
+}
+
+// waitMembers waits until every slot's node counts n members.
+func (c *campaign) waitMembers(n int, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for _, node := range c.pm.slots() {
+		for {
+			info, err := clusterInfo(node.respAddr())
+			if err == nil && info["members"] == strconv.Itoa(n) {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%s never counted %d members: %v %v", node.nodeID, n, info, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// checkAnswering: after the last fault heals, every node answers PING,
+// NEXTID and INCR within wait. A node that does not is an anomaly.
+func (c *campaign) checkAnswering(wait time.Duration) {
+	for _, n := range c.pm.slots() {
+		c.pm.reap(n)
+		p := n.running()
+		if p == nil {
+			c.hist.addMembership(Anomaly{At: c.since(), Kind: "unavailable", Msg: fmt.Sprintf("slot %d (%s) is not running after the heal", n.slot, n.nodeID)})
+			continue
+		}
+		var last string
+		answered := false
+		for deadline := time.Now().Add(wait); !answered && time.Now().Before(deadline); {
+			answered = true
+			for _, args := range [][]string{{"PING"}, {"NEXTID"}, {"INCR", tags[0]}} {
+				r, err := admin(p.addr, 3*time.Second, args...)
+				switch {
+				case err != nil:
+					last = fmt.Sprintf("%s: %v", args[0], err)
+				case r.isError() && !strings.HasPrefix(r.str, "CLOCKBACK"):
+					last = fmt.Sprintf("%s: %s", args[0], r.str)
+				default:
+					continue
+				}
+				answered = false
+				time.Sleep(200 * time.Millisecond)
+				break
+			}
+		}
+		if !answered {
+			dump := goroutineDump(p)
+			kind := "unavailable"
+			if strings.Contains(dump, "cluster.(*fsm)") {
+				kind = "unavailable-fsm-lock" // waits on the state machine's lock
+			}
+			c.hist.addMembership(Anomaly{At: c.since(), Kind: kind, Msg: fmt.Sprintf("%s did not answer within %v of the heal (last: %s); %s",
+				n.nodeID, wait, last, dump)})
+		}
+	}
+}
+
+// goroutineDump asks a stuck process for its goroutines (SIGQUIT: the Go
+// runtime prints them and exits) and summarizes where they wait.
+func goroutineDump(p *proc) string {
+	p.killed.Store(true)
+	p.cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-p.done:
+	case <-time.After(5 * time.Second):
+		return "no goroutine dump within 5s of SIGQUIT; log " + p.logf
+	}
+	b, _ := os.ReadFile(p.logf)
+	waits := map[string]int{}
+	for _, g := range strings.Split(string(b), "\n\n") {
+		if !strings.HasPrefix(g, "goroutine ") || !strings.Contains(g, "sync.(*") {
+			continue
+		}
+		// The first idserver frame says who waits.
+		for _, line := range strings.Split(g, "\n") {
+			if strings.HasPrefix(line, "idserver/") {
+				fn, _, _ := strings.Cut(line, "(0x")
+				waits[fn]++
+				break
+			}
+		}
+	}
+	var out []string
+	for f, k := range waits {
+		out = append(out, fmt.Sprintf("%d goroutines wait on a lock in %s", k, f))
+	}
+	sort.Strings(out)
+	return fmt.Sprintf("goroutine dump in %s:\n%s", p.logf, indent(strings.Join(out, "\n")))
+}
+
+func indent(s string) string { return "      " + strings.ReplaceAll(s, "\n", "\n      ") }
+
+// Table prints what a campaign did: faults by kind, operations by kind and
+// outcome, values checked, anomalies by kind, and each anomaly in full.
+func (r *Result) Table(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(w, "seed %d, %v, %d faults scheduled\n", r.Seed, r.Elapsed.Round(time.Second), len(r.Schedule))
+	for _, s := range r.Skipped {
+		fmt.Fprintf(w, "skipped: %s\n", s)
+	}
+	fmt.Fprintln(tw, "fault\tinjected\t")
+	total := 0
+	for _, k := range sortedKinds(r.Faults) {
+		fmt.Fprintf(tw, "%s\t%d\t\n", k, r.Faults[k])
+		total += r.Faults[k]
+	}
+	fmt.Fprintf(tw, "total\t%d\t\n", total)
+	tw.Flush()
+	fmt.Fprintln(w)
+	v := r.Verdict
+	if v == nil {
+		return
+	}
+	fmt.Fprintln(tw, "operation\tok\trefused\tunknown\t")
+	var sum [3]int
+	for k := range numKinds {
+		c := v.OpsByKind[k.String()]
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t\n", k, c[0], c[1], c[2])
+		for i := range sum {
+			sum[i] += c[i]
+		}
+	}
+	fmt.Fprintf(tw, "total\t%d\t%d\t%d\t\n", sum[0], sum[1], sum[2])
+	tw.Flush()
+	fmt.Fprintf(w, "\nvalues checked (IDs and segment values acknowledged): %d\n", v.ValuesChecked)
+	var tagsChecked []string
+	for tag, res := range v.Porcupine {
+		tagsChecked = append(tagsChecked, tag+"="+string(res))
+	}
+	sort.Strings(tagsChecked)
+	fmt.Fprintf(w, "linearizability (porcupine) per tag: %s\n\n", strings.Join(tagsChecked, " "))
+	kinds := make([]string, 0, len(v.Counts))
+	for k := range v.Counts {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	fmt.Fprintln(tw, "anomaly\tcount\tfirst seen\t")
+	n := 0
+	for _, k := range kinds {
+		first := "-"
+		if at, ok := v.FirstAt[k]; ok {
+			first = fmtDur(at)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t\n", k, v.Counts[k], first)
+		n += v.Counts[k]
+	}
+	fmt.Fprintf(tw, "total\t%d\t\t\n", n)
+	tw.Flush()
+	for _, a := range v.Anomalies {
+		fmt.Fprintln(w)
+		fmt.Fprint(w, a.Report(r.Seed))
+	}
+}

@@ -1,0 +1,85 @@
+package chaos
+
+import (
+	"testing"
+	"time"
+)
+
+func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+
+// alloc is an acknowledged INCRBY of [first, last] on node over [start, end] ms.
+func alloc(node, tag string, first, last int64, start, end int) *Op {
+	return &Op{Kind: KIncrBy, Node: node, Key: tag, N: last - first + 1, First: first, Last: last, Start: ms(start), End: ms(end)}
+}
+
+func ids(kind Kind, node string, start, end int, v ...int64) *Op {
+	return &Op{Kind: kind, Node: node, Key: "7", N: int64(len(v)), IDs: v, Start: ms(start), End: ms(end)}
+}
+
+func set(tag string, v int64, out Outcome, start, end int) *Op {
+	op := &Op{Kind: KSet, Key: tag, N: v, Outcome: out, Start: ms(start), End: ms(end)}
+	if out == Refused {
+		op.Err = "-ERR values never go back"
+	}
+	return op
+}
+
+// TestCheckerFindsEachAnomaly: each broken promise, in a history of a few
+// ops, is found under its kind, and a clean history gives none.
+func TestCheckerFindsEachAnomaly(t *testing.T) {
+	clean := []*Op{
+		ids(KNextID, "a", 0, 1, 10, 11), ids(KNextID, "a", 2, 3, 12), ids(KNextID, "b", 0, 5, 5),
+		ids(KGeneID, "a", 0, 1, 256+7), ids(KGeneID, "a", 2, 3, 512+7),
+		alloc("a", "x", 1, 10, 0, 1), alloc("b", "x", 1001, 1005, 0, 1), alloc("a", "x", 11, 20, 2, 3),
+		set("x", 2000, OK, 4, 5), alloc("a", "x", 2001, 2001, 6, 7),
+		set("x", 5, Refused, 8, 9), // below 2001: refused rightly
+		{Kind: KGet, Key: "x", Last: 3000, Start: ms(10), End: ms(11)},
+		{Kind: KNextID, Slot: 0, Err: "-CLOCKBACK clock is 5 ms behind issued IDs", Outcome: Refused, Start: ms(30), End: ms(31)},
+	}
+	cases := []struct {
+		kind string
+		ops  []*Op
+	}{
+		{"", nil},
+		{"duplicate-id", []*Op{ids(KNextID, "a", 0, 1, 10), ids(KGeneID, "b", 0, 1, 10)}},
+		{"duplicate-id-forgotten", []*Op{ids(KNextID, "a", 0, 1, 10), {Kind: KNextID, Node: "b", IDs: []int64{10}, Ghost: "forgotten"}}},
+		{"id-order", []*Op{ids(KNextID, "a", 0, 1, 10), ids(KNextID, "a", 2, 3, 9)}},
+		{"id-order", []*Op{ids(KNextID, "a", 0, 1, 10, 9)}},
+		{"gene-order", []*Op{ids(KGeneID, "a", 0, 1, 512+7), ids(KGeneID, "a", 2, 3, 256+7)}},
+		{"duplicate-value", []*Op{alloc("a", "x", 1, 10, 0, 1), alloc("b", "x", 10, 12, 0, 1)}},
+		{"value-order", []*Op{alloc("a", "y", 100, 110, 0, 1), alloc("a", "y", 50, 60, 2, 3)}},
+		{"below-floor", []*Op{set("z", 500, OK, 0, 1), alloc("b", "z", 400, 400, 2, 3)}},
+		{"set-lowered", []*Op{alloc("a", "w", 1, 100, 0, 1), {Kind: KSet, Key: "w", N: 50, Lower: true, Start: ms(2), End: ms(3)}}},
+		{"set-refused", []*Op{alloc("a", "v", 1, 100, 0, 1), set("v", 500, Refused, 2, 3)}},
+		{"stale-get", []*Op{alloc("a", "u", 1, 100, 0, 1), {Kind: KGet, Key: "u", Last: 50, Start: ms(2), End: ms(3)}}},
+		{"not-linearizable", []*Op{alloc("a", "u", 1, 100, 0, 1), {Kind: KGet, Key: "u", Last: 50, Start: ms(2), End: ms(3)}}},
+		// A SET acknowledged below a value issued before it, which no
+		// simpler check looks for.
+		{"not-linearizable", []*Op{alloc("a", "s", 12, 12, 0, 1), set("s", 10, OK, 2, 3)}},
+		{"clockback", []*Op{{Kind: KNextID, Slot: 1, Err: "-CLOCKBACK clock is 5 ms behind issued IDs", Outcome: Refused, Start: ms(30), End: ms(31)}}},
+	}
+	// After the cluster accepted a mistake, anomalies are told apart.
+	h := &History{Membership: []Anomaly{{Kind: "membership", At: ms(1)}}}
+	h.addOp(ids(KNextID, "a", 0, 1, 10))
+	h.addOp(ids(KNextID, "b", 2, 3, 10))
+	if v := Check(h, 8, time.Second); v.Counts["duplicate-id"+afterMistake] != 1 || v.Counts["membership"] != 1 {
+		t.Errorf("after an accepted mistake: %v", v.Counts)
+	}
+	for _, tc := range cases {
+		h := &History{Clocks: []clockChange{{Slot: 0, At: ms(20), From: 0, To: -ms(100)}}}
+		for _, op := range append(append([]*Op{}, clean...), tc.ops...) {
+			cp := *op
+			h.addOp(&cp)
+		}
+		v := Check(h, 8, 10*time.Second)
+		if tc.kind == "" {
+			if len(v.Anomalies) != 0 {
+				t.Errorf("clean history: %v", v.Anomalies[0].Report(0))
+			}
+			continue
+		}
+		if v.Counts[tc.kind] == 0 {
+			t.Errorf("%s not found; found %v", tc.kind, v.Counts)
+		}
+	}
+}

@@ -1,0 +1,69 @@
+package chaos
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// diskSize is each node's tmpfs: room for a campaign's Raft log and Pebble
+// files, small enough to fill in a moment.
+const diskSize = "256m"
+
+// mountDisks gives each slot a tmpfs of its own under root, so that a
+// fault can fill one member's disk. It needs root; the error says why not.
+func mountDisks(root string, slots int) (map[int]string, error) {
+	if os.Geteuid() != 0 {
+		return nil, errors.New("a full disk needs root (a tmpfs per node)")
+	}
+	disks := map[int]string{}
+	for slot := range slots {
+		dir := filepath.Join(root, fmt.Sprintf("disk-slot%d", slot))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			unmountDisks(disks)
+			return nil, err
+		}
+		if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+diskSize+",mode=0755", "tmpfs", dir).CombinedOutput(); err != nil {
+			unmountDisks(disks)
+			return nil, fmt.Errorf("mount tmpfs on %s: %v: %s", dir, err, strings.TrimSpace(string(out)))
+		}
+		disks[slot] = dir
+	}
+	return disks, nil
+}
+
+func unmountDisks(disks map[int]string) error {
+	var errs []error
+	for _, dir := range disks {
+		if out, err := exec.Command("umount", "-l", dir).CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("umount %s: %v: %s", dir, err, strings.TrimSpace(string(out))))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// fillDisk writes a file on dir's file system until it is full and returns
+// its path and size.
+func fillDisk(dir string) (string, int64, error) {
+	path := filepath.Join(dir, "filler")
+	f, err := os.Create(path)
+	if err != nil {
+		return path, 0, err
+	}
+	defer f.Close()
+	chunk := make([]byte, 1<<20)
+	var n int64
+	for {
+		m, err := f.Write(chunk)
+		n += int64(m)
+		if err != nil {
+			return path, n, nil // ENOSPC: full
+		}
+		if n > 1<<30 {
+			return path, n, errors.New("wrote 1 GiB and the disk is not full")
+		}
+	}
+}

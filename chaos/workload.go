@@ -1,0 +1,278 @@
+package chaos
+
+import (
+	"context"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// opTimeout is how long a client waits for one reply before it counts the
+// outcome as unknown and drops the connection.
+const opTimeout = 3 * time.Second
+
+// hotBuyer is the buyer every client orders for now and then.
+const hotBuyer = "42"
+
+// tags are the segment tags: one hot, a few cold.
+var tags = []string{"orders", "t1", "t2", "t3"}
+
+// opSpec is one operation as the schedule draws it, before it is sent.
+type opSpec struct {
+	kind  Kind
+	key   string
+	n     int64 // 0: NEXTID/GENEID without a count
+	lower bool  // SET below a value already acknowledged
+}
+
+// drawOp draws the next operation of a client's schedule. Everything but
+// the SET values (which depend on what the cluster answered) follows from
+// the client's random stream, so a seed replays the same mix.
+func drawOp(rng *rand.Rand, step int64) opSpec {
+	tag := tags[0]
+	if rng.IntN(3) == 0 {
+		tag = tags[1+rng.IntN(len(tags)-1)]
+	}
+	switch w := rng.IntN(100); {
+	case w < 18:
+		return opSpec{kind: KNextID}
+	case w < 28:
+		n := int64(1 + rng.IntN(100))
+		if rng.IntN(200) == 0 {
+			n = 10000 // saturates the millisecond: must wait, not CLOCKBACK
+		}
+		return opSpec{kind: KNextID, n: n}
+	case w < 36:
+		buyer := strconv.FormatUint(rng.Uint64N(1e12), 10)
+		if rng.IntN(3) == 0 {
+			buyer = "b-" + strconv.FormatUint(rng.Uint64(), 36)
+		}
+		n := int64(0)
+		if rng.IntN(3) == 0 {
+			n = int64(1 + rng.IntN(50))
+		}
+		return opSpec{kind: KGeneID, key: buyer, n: n}
+	case w < 44:
+		n := int64(0)
+		if rng.IntN(3) == 0 {
+			n = int64(1 + rng.IntN(200))
+		}
+		return opSpec{kind: KGeneID, key: hotBuyer, n: n}
+	case w < 66:
+		return opSpec{kind: KIncr, key: tag}
+	case w < 75:
+		return opSpec{kind: KIncrBy, key: tag, n: 1 + rng.Int64N(step-1)}
+	case w < 80:
+		return opSpec{kind: KIncrBy, key: tag, n: step + 1 + rng.Int64N(4*step)}
+	case w < 88:
+		return opSpec{kind: KNextSeg, key: tag, n: 1 + rng.Int64N(3*step)}
+	case w < 91:
+		return opSpec{kind: KSet, key: tag, n: 1 + rng.Int64N(100_000)}
+	case w < 93:
+		return opSpec{kind: KSet, key: tag, lower: true, n: rng.Int64N(1 << 40)}
+	default:
+		return opSpec{kind: KGet, key: tag}
+	}
+}
+
+// knowledge is what clients have seen acknowledged, shared so that SET can
+// raise above, or try to lower below, a value already issued.
+type knowledge struct {
+	mu  sync.Mutex
+	max map[string]int64
+}
+
+func (k *knowledge) see(tag string, v int64) {
+	k.mu.Lock()
+	if v > k.max[tag] {
+		k.max[tag] = v
+	}
+	k.mu.Unlock()
+}
+
+func (k *knowledge) get(tag string) int64 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.max[tag]
+}
+
+// workload drives clients against the cluster's slots.
+type workload struct {
+	seed  uint64
+	pm    *procManager
+	hist  *History
+	t0    time.Time
+	step  int64
+	known knowledge
+	conns atomicCounter
+}
+
+type atomicCounter struct {
+	mu sync.Mutex
+	n  int64
+}
+
+func (c *atomicCounter) next() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n++
+	return c.n
+}
+
+// client runs one client against slot until ctx ends; id names its random
+// stream.
+func (w *workload) client(ctx context.Context, id, slot int) {
+	rng := rand.New(rand.NewPCG(w.seed, uint64(id)+1<<32))
+	var rc *respConn
+	var rcProc *proc
+	defer func() {
+		if rc != nil {
+			rc.close()
+		}
+	}()
+	pause := func(d time.Duration) {
+		select {
+		case <-ctx.Done():
+		case <-time.After(d):
+		}
+	}
+	for ctx.Err() == nil {
+		spec := drawOp(rng, w.step)
+		p := w.pm.node(slot).running()
+		if p == nil {
+			pause(20 * time.Millisecond)
+			continue
+		}
+		if rc != nil && rcProc != p {
+			rc.close()
+			rc = nil
+		}
+		if rc == nil {
+			var err error
+			if rc, err = dialRESP(p.addr, w.conns.next(), 500*time.Millisecond); err != nil {
+				rc = nil
+				pause(20 * time.Millisecond)
+				continue
+			}
+			rcProc = p
+		}
+		op := w.do(rc, p, id, slot, spec)
+		if op == nil {
+			continue
+		}
+		if op.Outcome == Unknown && op.Err != "" && !strings.HasPrefix(op.Err, "-") {
+			rc.close()
+			rc = nil
+		}
+		if op.Outcome != OK {
+			pause(time.Duration(5+rng.IntN(20)) * time.Millisecond)
+		}
+	}
+}
+
+// do sends one operation and records it.
+func (w *workload) do(rc *respConn, p *proc, client, slot int, spec opSpec) *Op {
+	op := &Op{Client: client, Slot: slot, Node: p.nodeID, Proc: p.gen, Conn: rc.id, Kind: spec.kind, Key: spec.key, N: spec.n, Lower: spec.lower}
+	var args []string
+	switch spec.kind {
+	case KNextID:
+		args = []string{"NEXTID"}
+	case KGeneID:
+		args = []string{"GENEID", spec.key}
+	case KIncr:
+		args = []string{"INCR", spec.key}
+	case KIncrBy:
+		args = []string{"INCRBY", spec.key}
+	case KNextSeg:
+		args = []string{"NEXTSEG", spec.key}
+	case KGet:
+		args = []string{"GET", spec.key}
+	case KSet:
+		known := w.known.get(spec.key)
+		if spec.lower {
+			if known < 2 {
+				return nil
+			}
+			op.N = 1 + spec.n%(known-1) // below a value already acknowledged
+		} else {
+			op.N = known + spec.n
+		}
+		args = []string{"SET", spec.key, strconv.FormatInt(op.N, 10)}
+	}
+	if spec.n > 0 && spec.kind != KSet {
+		args = append(args, strconv.FormatInt(spec.n, 10))
+	}
+	op.Start = time.Since(w.t0)
+	r, err := rc.do(time.Now().Add(opTimeout), args...)
+	op.End = time.Since(w.t0)
+	defer w.hist.addOp(op)
+	if err != nil {
+		op.Outcome, op.Err = Unknown, err.Error()
+		return op
+	}
+	if r.isError() {
+		op.Outcome, op.Err = Refused, "-"+r.str
+		if spec.kind == KSet && !strings.HasPrefix(r.str, "ERR values never go back") {
+			// The floor may be committed even though this node could not
+			// confirm it.
+			op.Outcome = Unknown
+		}
+		return op
+	}
+	bad := func() *Op {
+		op.Outcome, op.Err = Unknown, "unexpected reply "+r.String()
+		return op
+	}
+	switch spec.kind {
+	case KNextID, KGeneID:
+		switch {
+		case r.kind == ':' && spec.n == 0:
+			op.IDs = []int64{r.num}
+		case r.kind == '*' && spec.n > 0:
+			ids, err := r.ints()
+			if err != nil || int64(len(ids)) != spec.n {
+				return bad()
+			}
+			op.IDs = ids
+		default:
+			return bad()
+		}
+	case KIncr, KIncrBy:
+		if r.kind != ':' {
+			return bad()
+		}
+		op.First, op.Last = r.num, r.num
+		if spec.kind == KIncrBy {
+			op.First = r.num - spec.n + 1
+		}
+		w.known.see(spec.key, op.Last)
+	case KNextSeg:
+		v, err := r.ints()
+		if err != nil || len(v) != 2 {
+			return bad()
+		}
+		op.First, op.Last = v[0], v[1]
+		w.known.see(spec.key, op.Last)
+	case KSet:
+		if r.kind != '+' || r.str != "OK" {
+			return bad()
+		}
+		w.known.see(spec.key, op.N)
+	case KGet:
+		if r.kind != '$' {
+			return bad()
+		}
+		if r.null {
+			op.Nil = true
+			break
+		}
+		v, err := strconv.ParseInt(r.str, 10, 64)
+		if err != nil {
+			return bad()
+		}
+		op.Last = v
+	}
+	return op
+}

@@ -196,7 +196,6 @@ func Open(cfg Config) (*Cluster, error) {
 	}
 	c.mux = &mux{net: network, addr: addr, clusterID: c.ClusterID, serveRPC: c.serveRPC, refused: c.logRefused,
 		raftConns: make(chan net.Conn), closed: make(chan struct{}), conns: map[net.Conn]struct{}{}}
-	go c.mux.run()
 	c.trans = raft.NewNetworkTransportWithLogger(raftStream{c.mux}, 3, 10*time.Second, hlog)
 	c.logs = logs
 	rc.LocalID = raft.ServerID(cfg.NodeID)
@@ -243,6 +242,8 @@ func Open(cfg Config) (*Cluster, error) {
 	if err != nil {
 		return fail(err)
 	}
+	// The port is served only now: a node-to-node request reads c.raft.
+	go c.mux.run()
 	if cfg.Recover {
 		if err := c.recoverAlone(); err != nil {
 			return fail(err)

@@ -92,6 +92,19 @@ func (s *Server) parseCount(conn redcon.Conn, arg []byte) (int, bool) {
 	return int(n), true
 }
 
+// optionalCount reads the [count] of "name [count]" (1 when absent); ok
+// false means an error was written.
+func (s *Server) optionalCount(conn redcon.Conn, name string, args [][]byte) (int, bool) {
+	switch len(args) {
+	case 1:
+		return 1, true
+	case 2:
+		return s.parseCount(conn, args[1])
+	}
+	s.errorReply(conn, wrongArity(name))
+	return 0, false
+}
+
 // validKey checks a buyer's length; ok false means an error was written.
 func (s *Server) validKey(conn redcon.Conn, what string, key []byte) bool {
 	if len(key) == 0 || len(key) > MaxKeyLen {
@@ -118,16 +131,9 @@ func (s *Server) writeIDs(c *client, conn redcon.Conn, ids []int64, asArray bool
 }
 
 func cmdNextID(s *Server, c *client, conn redcon.Conn, args [][]byte) {
-	if len(args) > 2 {
-		s.errorReply(conn, wrongArity("nextid"))
+	n, ok := s.optionalCount(conn, "nextid", args)
+	if !ok {
 		return
-	}
-	n := 1
-	if len(args) == 2 {
-		var ok bool
-		if n, ok = s.parseCount(conn, args[1]); !ok {
-			return
-		}
 	}
 	ids, err := s.ids.NextIDs(c.ids[:0], n)
 	c.ids = ids[:0]

@@ -19,16 +19,9 @@ func init() {
 
 // cmdUUIDv7 answers UUIDV7 [count]: a bulk string, or an array of count.
 func cmdUUIDv7(s *Server, c *client, conn redcon.Conn, args [][]byte) {
-	if len(args) > 2 {
-		s.errorReply(conn, wrongArity("uuidv7"))
+	n, ok := s.optionalCount(conn, "uuidv7", args)
+	if !ok {
 		return
-	}
-	n := 1
-	if len(args) == 2 {
-		var ok bool
-		if n, ok = s.parseCount(conn, args[1]); !ok {
-			return
-		}
 	}
 	uuids, err := s.uuids.Next(make([][16]byte, 0, n), n)
 	if err != nil {

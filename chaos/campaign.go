@@ -129,6 +129,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Faults == nil {
 		cfg.Faults = AllFaults
 	}
+	for _, k := range cfg.Faults {
+		if !slices.Contains(AllFaults, k) {
+			return nil, fmt.Errorf("unknown fault kind %q (known: %s)", k, strings.Join(AllFaults, ","))
+		}
+	}
 	if cfg.PorcupineTimeout == 0 {
 		cfg.PorcupineTimeout = 30 * time.Second
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -13,11 +14,49 @@ import (
 // files, small enough to fill in a moment.
 const diskSize = "256m"
 
+// pidFile, in a campaign's work directory, names the process that owns it.
+const pidFile = "campaign.pid"
+
+// removeStaleDisks unmounts the tmpfs disks of earlier campaigns in the
+// temporary directory whose process is gone (killed before it could clean
+// up: SIGKILL, a test timeout), and removes their directories. A directory
+// without a pid file, or whose process still runs, is left alone.
+func removeStaleDisks() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "idserver-chaos-*"))
+	for _, dir := range dirs {
+		b, err := os.ReadFile(filepath.Join(dir, pidFile))
+		if err != nil {
+			continue
+		}
+		pid := strings.TrimSpace(string(b))
+		if _, err := strconv.Atoi(pid); err != nil || pid == strconv.Itoa(os.Getpid()) {
+			continue
+		}
+		if _, err := os.Stat("/proc/" + pid); err == nil {
+			continue // still running
+		}
+		disks, _ := filepath.Glob(filepath.Join(dir, "disk-slot*"))
+		failed := false
+		for _, d := range disks {
+			if out, err := exec.Command("umount", "-l", d).CombinedOutput(); err != nil && !strings.Contains(string(out), "not mounted") {
+				failed = true
+			}
+		}
+		if !failed {
+			os.RemoveAll(dir)
+		}
+	}
+}
+
 // mountDisks gives each slot a tmpfs of its own under root, so that a
 // fault can fill one member's disk. It needs root; the error says why not.
 func mountDisks(root string, slots int) (map[int]string, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("a full disk needs root (a tmpfs per node)")
+	}
+	removeStaleDisks()
+	if err := os.WriteFile(filepath.Join(root, pidFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		return nil, err
 	}
 	disks := map[int]string{}
 	for slot := range slots {

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -106,19 +107,7 @@ type workload struct {
 	t0    time.Time
 	step  int64
 	known knowledge
-	conns atomicCounter
-}
-
-type atomicCounter struct {
-	mu sync.Mutex
-	n  int64
-}
-
-func (c *atomicCounter) next() int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.n++
-	return c.n
+	conns atomic.Int64 // client connections opened
 }
 
 // client runs one client against slot until ctx ends; id names its random
@@ -151,7 +140,7 @@ func (w *workload) client(ctx context.Context, id, slot int) {
 		}
 		if rc == nil {
 			var err error
-			if rc, err = dialRESP(p.addr, w.conns.next(), 500*time.Millisecond); err != nil {
+			if rc, err = dialRESP(p.addr, w.conns.Add(1), 500*time.Millisecond); err != nil {
 				rc = nil
 				pause(20 * time.Millisecond)
 				continue

@@ -317,7 +317,11 @@ func (c *checker) floors() {
 				}
 			}
 			if top != nil && a.First <= top.N {
-				c.add("below-floor", fmt.Sprintf("tag %s: %d acknowledged after SET %d was", tag, a.First, top.N), top, a)
+				kind := "below-floor"
+				if a.Ghost != "" {
+					kind += "-" + a.Ghost
+				}
+				c.add(kind, fmt.Sprintf("tag %s: %d acknowledged after SET %d was", tag, a.First, top.N), top, a)
 			}
 		}
 	}

@@ -542,6 +542,26 @@ func (c *Cluster) Set(ctx context.Context, tag string, v int64, cond string) (ol
 }
 
 func (c *Cluster) setLocal(ctx context.Context, tag string, v int64, cond string) (int64, bool, error) {
+	// A SET whose condition already fails changes nothing, buffers included.
+	old, existed := c.fsm.tag(tag)
+	if (cond == "NX" && existed) || (cond == "XX" && !existed) {
+		return old, existed, nil
+	}
+	// Fence first: every member drops its buffered values at or below v
+	// before the floor commits, so no client sees a value above the floor
+	// (allocated after the commit) and then one below it from a member that
+	// had not applied it yet: the SET is linearizable, not only safe after
+	// its OK. A member that cannot be fenced fails the SET before anything
+	// is committed (dropped values are gaps, never repeats).
+	if err := c.everyMember(ctx, fmt.Sprintf("SET %s %d (nothing committed)", tag, v), "dropped its values at or below the floor",
+		&request{Op: opFence, Tag: tag, Value: v}, func(context.Context) error {
+			if c.cfg.OnFloor != nil {
+				c.cfg.OnFloor(tag, v)
+			}
+			return nil
+		}); err != nil {
+		return old, existed, err
+	}
 	e := newEntry(entrySet).string(tag).varint(v)
 	switch cond {
 	case "NX":
@@ -557,12 +577,20 @@ func (c *Cluster) setLocal(ctx context.Context, tag string, v int64, cond string
 	if res.Err != nil || (cond == "NX" && res.Existed) || (cond == "XX" && !res.Existed) {
 		return res.Old, res.Existed, res.Err
 	}
-	return res.Old, res.Existed, c.confirm(ctx, index, fmt.Sprintf("SET %s %d", tag, v))
+	return res.Old, res.Existed, c.confirm(ctx, index, fmt.Sprintf("SET %s %d (committed)", tag, v))
 }
 
 // confirm waits until every member has published index: applied it and
 // dropped what it makes stale from its buffers.
 func (c *Cluster) confirm(ctx context.Context, index uint64, what string) error {
+	return c.everyMember(ctx, what, "applied it", &request{Op: opApplied, Index: index},
+		func(ctx context.Context) error { return c.fsm.waitPublished(ctx, index) })
+}
+
+// everyMember sends req to every other member, and runs local for this
+// node, all within Timing.Confirm. A member that does not answer makes it
+// ErrUnconfirmed, naming the member.
+func (c *Cluster) everyMember(ctx context.Context, what, done string, req *request, local func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, c.timing.Confirm)
 	defer cancel()
 	members := *c.fsm.members.Load()
@@ -570,10 +598,11 @@ func (c *Cluster) confirm(ctx context.Context, index uint64, what string) error 
 	for id, m := range members {
 		go func() {
 			if id == c.cfg.NodeID {
-				errs <- c.fsm.waitPublished(ctx, index)
+				errs <- local(ctx)
 				return
 			}
-			_, err := c.call(ctx, m.RaftAddr, &request{Op: opApplied, Index: index})
+			r := *req
+			_, err := c.call(ctx, m.RaftAddr, &r)
 			if err != nil {
 				err = fmt.Errorf("node %s (%s): %v", id, m.RESPAddr, err)
 			}
@@ -587,8 +616,8 @@ func (c *Cluster) confirm(ctx context.Context, index uint64, what string) error 
 		}
 	}
 	if len(failed) > 0 {
-		return fmt.Errorf("%w: %s is committed, but within %v not every member confirmed it: %s; the command is idempotent, retrying it is safe",
-			ErrUnconfirmed, what, c.timing.Confirm, strings.Join(failed, "; "))
+		return fmt.Errorf("%w: %s: within %v not every member %s: %s; the command is idempotent, retrying it is safe",
+			ErrUnconfirmed, what, c.timing.Confirm, done, strings.Join(failed, "; "))
 	}
 	return nil
 }
@@ -763,7 +792,12 @@ func (c *Cluster) Forget(ctx context.Context, node string) error {
 
 func (c *Cluster) forget(node string) error {
 	if node == c.cfg.NodeID {
-		return fmt.Errorf("%w: the leader cannot forget itself: forget it through another member after a leader change", ErrRefused)
+		// Another member asks the leader to forget the leader: hand the
+		// leadership over first, then the retry reaches the new leader.
+		if err := c.raft.LeadershipTransfer().Error(); err != nil {
+			return fmt.Errorf("%w: node %s leads and could not hand over leadership to be forgotten: %v", ErrNoLeader, node, err)
+		}
+		return fmt.Errorf("%w: node %s led; leadership moved to another member: retry the FORGET", ErrNoLeader, node)
 	}
 	_, member := c.fsm.member(node)
 	voter := false

@@ -21,9 +21,11 @@ var (
 	// ErrNotMember: the node is not (or no longer) a member, or does not
 	// hold the worker ID it asks a lease for.
 	ErrNotMember = errors.New("not a member")
-	// ErrUnconfirmed: a SET was committed, but a member did not confirm in
-	// time that it applied it; SET is idempotent, so a retry is safe.
-	ErrUnconfirmed = errors.New("committed, but not confirmed by every member")
+	// ErrUnconfirmed: a member did not confirm a SET in time (that it
+	// dropped its buffered values below the floor, before the commit, or
+	// that it applied the floor, after it); SET is idempotent, so a retry
+	// is safe.
+	ErrUnconfirmed = errors.New("not confirmed by every member")
 	// ErrAuth: a node-to-node request carried the wrong cluster secret.
 	ErrAuth = errors.New("wrong cluster secret")
 )

@@ -204,6 +204,7 @@ const (
 	opLease                  // leader: extend a worker lease
 	opHigh                   // leader: a tag's high-water
 	opApplied                // any: wait until an index is published here
+	opFence                  // any: drop buffered values of a tag at or below a value (before a SET commits)
 )
 
 // code is an error's sentinel on the wire.
@@ -392,6 +393,11 @@ func (c *Cluster) answer(req *request) *response {
 		return &response{Identity: &id}
 	case opAdmit:
 		return fail(c.admit(req.Cluster))
+	case opFence:
+		if c.cfg.OnFloor != nil {
+			c.cfg.OnFloor(req.Tag, req.Value)
+		}
+		return &response{}
 	case opApplied:
 		if err := c.fsm.waitPublished(ctx, req.Index); err != nil {
 			return fail(fmt.Errorf("node %s has not applied index %d: %v", c.cfg.NodeID, req.Index, err))

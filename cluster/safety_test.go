@@ -314,3 +314,33 @@ func TestSetRacingLargeIncrByDoesNotDeadlock(t *testing.T) {
 	}
 	t.Logf("20s of SET on the leader racing INCRBY 5000 on a follower: %d SETs, %d INCRBYs, no deadlock", sets.Load(), incrs.Load())
 }
+
+// TestForgetTheLeader: CLUSTER FORGET of the leader, sent to another
+// member, hands leadership over and succeeds on a retry.
+func TestForgetTheLeader(t *testing.T) {
+	nodes := startCluster(t, 3, 0)
+	ctx := context.Background()
+	l := leader(t, nodes)
+	var other *node
+	for _, n := range nodes {
+		if n != l {
+			other = n
+		}
+	}
+	var err error
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if err = other.rdb.Do(ctx, "CLUSTER", "FORGET", l.id).Err(); err == nil {
+			break
+		}
+		if !strings.HasPrefix(err.Error(), "TRYAGAIN") {
+			t.Fatalf("FORGET of the leader through %s: %v", other.id, err)
+		}
+	}
+	if err != nil {
+		t.Fatalf("FORGET of the leader never succeeded: %v", err)
+	}
+	l.stop()
+	if err := other.rdb.Do(ctx, "INCR", "after").Err(); err != nil {
+		t.Fatalf("INCR after forgetting the old leader: %v", err)
+	}
+}

@@ -41,6 +41,9 @@ type Config struct {
 	// Join says the node joins an existing cluster instead of bootstrapping
 	// its own when its directory is empty.
 	Join bool
+	// OnForgotten is told when the leader forgets this node (CLUSTER
+	// FORGET) while it still runs: it must hand out no more values.
+	OnForgotten func()
 	// OnConflict is told, once, when this node bootstrapped a new cluster
 	// but another cluster's members reach for it as their member at its
 	// Raft address: it most likely replaced a member's disk without
@@ -808,6 +811,14 @@ func (c *Cluster) forget(node string) error {
 	}
 	if !member && !voter {
 		return fmt.Errorf("%w: unknown node %q", ErrNotMember, node)
+	}
+	if m, ok := c.fsm.member(node); ok {
+		// Tell a node that still runs first, best effort, so that it drops
+		// its buffered values now: a SET after the FORGET does not reach it.
+		// One cut off keeps them (README, Not there yet).
+		ctx, cancel := context.WithTimeout(context.Background(), 2*c.timing.Election)
+		c.call(ctx, m.RaftAddr, &request{Op: opForgotten, Node: node})
+		cancel()
 	}
 	if err := c.raft.RemoveServer(raft.ServerID(node), 0, c.timing.Apply).Error(); err != nil {
 		return fmt.Errorf("%w: remove server: %v", ErrNoLeader, err)

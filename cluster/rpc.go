@@ -195,16 +195,17 @@ func (s raftStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Co
 type op uint8
 
 const (
-	opIdentify op = iota + 1 // who are you: node, cluster, layout, worker
-	opAdmit                  // you are being admitted to cluster X
-	opJoin                   // leader: check and add a member
-	opForget                 // leader: remove a member
-	opAlloc                  // leader: allocate values
-	opSet                    // leader: raise a floor on every member
-	opLease                  // leader: extend a worker lease
-	opHigh                   // leader: a tag's high-water
-	opApplied                // any: wait until an index is published here
-	opFence                  // any: drop buffered values of a tag at or below a value (before a SET commits)
+	opIdentify  op = iota + 1 // who are you: node, cluster, layout, worker
+	opAdmit                   // you are being admitted to cluster X
+	opJoin                    // leader: check and add a member
+	opForget                  // leader: remove a member
+	opAlloc                   // leader: allocate values
+	opSet                     // leader: raise a floor on every member
+	opLease                   // leader: extend a worker lease
+	opHigh                    // leader: a tag's high-water
+	opApplied                 // any: wait until an index is published here
+	opFence                   // any: drop buffered values of a tag at or below a value (before a SET commits)
+	opForgotten               // any: the leader is forgetting you
 )
 
 // code is an error's sentinel on the wire.
@@ -393,6 +394,11 @@ func (c *Cluster) answer(req *request) *response {
 		return &response{Identity: &id}
 	case opAdmit:
 		return fail(c.admit(req.Cluster))
+	case opForgotten:
+		if req.Node == c.cfg.NodeID && c.cfg.OnForgotten != nil {
+			c.cfg.OnForgotten()
+		}
+		return &response{}
 	case opFence:
 		if c.cfg.OnFloor != nil {
 			c.cfg.OnFloor(req.Tag, req.Value)

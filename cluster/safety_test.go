@@ -99,6 +99,11 @@ func TestForgottenNodeThatRunsOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	forgotAt := time.Now()
+	// A forgotten node that still runs was told: it hands out no more
+	// values, not even buffered ones (a SET after the FORGET would miss it).
+	if err := gone.rdb.Do(ctx, "INCR", "after-forget").Err(); err == nil || !strings.Contains(err.Error(), "forgotten") {
+		t.Fatalf("INCR on the forgotten node: %v", err)
+	}
 	n4, err := openNode(t, "n4", t.TempDir(), nodes[0], shortLease)
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -38,6 +39,8 @@ type Segments struct {
 
 	mu   sync.RWMutex
 	tags map[string]*segmentBuffer
+
+	stopped atomic.Pointer[error] // set by Stop: every Next answers it
 }
 
 // span is the values next..last; empty when next > last.
@@ -92,6 +95,9 @@ func (s *Segments) Next(ctx context.Context, tag string, n int64) (first, last i
 	b := s.buffer(tag)
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if stop := s.stopped.Load(); stop != nil {
+		return 0, 0, *stop
+	}
 	if n > b.step {
 		return s.direct(ctx, tag, b, n)
 	}
@@ -212,6 +218,19 @@ func (s *Segments) startRefill(tag string, b *segmentBuffer) {
 		b.mu.Unlock()
 		close(done)
 	}()
+}
+
+// Stop drops every buffered value and makes every later Next answer err:
+// the node may hand out no more values (it was forgotten by its cluster).
+func (s *Segments) Stop(err error) {
+	s.stopped.Store(&err)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, b := range s.tags {
+		b.mu.Lock()
+		b.cur, b.spare = span{1, 0}, span{1, 0}
+		b.mu.Unlock()
+	}
 }
 
 // DropBelow discards buffered values <= v of tag (after a SET raised it):

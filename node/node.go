@@ -181,6 +181,13 @@ func Open(cfg Config) (_ *Node, err error) {
 		Now: cfg.Now, WorkerLease: cfg.WorkerLease, Recover: cfg.Recover, RecoverSkip: cfg.RecoverSkip, Network: cfg.Network, TLSServer: cfg.TLSServer, TLSClient: cfg.TLSClient,
 		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, SnapshotThreshold: cfg.SnapshotThreshold,
 		OnConflict: n.conflict,
+		OnForgotten: func() {
+			why := "this node was forgotten by its cluster (CLUSTER FORGET); start it on an empty --dir to join again"
+			n.log.Error("forgotten by the cluster: no more values; IDs stop when the worker lease ends", "reason", why)
+			if s := segments.Load(); s != nil {
+				s.Stop(fmt.Errorf("%w: %s", cluster.ErrNotMember, why))
+			}
+		},
 		OnFloor: func(tag string, v int64) {
 			if s := segments.Load(); s != nil {
 				s.DropBelow(tag, v)

@@ -977,6 +977,17 @@ func (s Status) Pairs() [][2]string {
 	}
 }
 
+// Alone reports whether this node's Raft configuration holds this node
+// and nobody else: a one-node cluster (its own, or one it was left alone in).
+func (c *Cluster) Alone() bool {
+	cf := c.raft.GetConfiguration()
+	if cf.Error() != nil {
+		return false
+	}
+	servers := cf.Configuration().Servers
+	return len(servers) == 1 && servers[0].ID == raft.ServerID(c.cfg.NodeID)
+}
+
 // PeerAddrs lists the RESP addresses of the other members, as this node's
 // state machine has them.
 func (c *Cluster) PeerAddrs() []string {

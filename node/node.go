@@ -318,7 +318,7 @@ func (n *Node) workerID() (worker, startAbove, lease int64, err error) {
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	ownCluster := stored && n.cfg.Join != "" && n.cfg.Join != n.Addr && n.onlyMember()
+	ownCluster := stored && n.cfg.Join != "" && n.cfg.Join != n.Addr && n.Cluster.Alone()
 	mustConfirm := !stored || ownCluster
 	wait := 10 * time.Second
 	if mustConfirm {
@@ -345,17 +345,6 @@ func (n *Node) workerID() (worker, startAbove, lease int64, err error) {
 		"err", err)
 	n.checkInLater = true
 	return w, above, n.Cluster.Lease(), nil
-}
-
-// onlyMember reports whether the local state machine knows no member but
-// this node.
-func (n *Node) onlyMember() bool {
-	for _, m := range n.Cluster.Status().Members {
-		if m.NodeID != n.ID {
-			return false
-		}
-	}
-	return true
 }
 
 // checkIn asks the cluster to take this node as a member (CLUSTER JOIN):

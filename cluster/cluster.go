@@ -812,14 +812,7 @@ func (c *Cluster) forget(node string) error {
 	if !member && !voter {
 		return fmt.Errorf("%w: unknown node %q", ErrNotMember, node)
 	}
-	if m, ok := c.fsm.member(node); ok {
-		// Tell a node that still runs first, best effort, so that it drops
-		// its buffered values now: a SET after the FORGET does not reach it.
-		// One cut off keeps them (README, Not there yet).
-		ctx, cancel := context.WithTimeout(context.Background(), 2*c.timing.Election)
-		c.call(ctx, m.RaftAddr, &request{Op: opForgotten, Node: node})
-		cancel()
-	}
+	m, _ := c.fsm.member(node)
 	if err := c.raft.RemoveServer(raft.ServerID(node), 0, c.timing.Apply).Error(); err != nil {
 		return fmt.Errorf("%w: remove server: %v", ErrNoLeader, err)
 	}
@@ -834,6 +827,12 @@ func (c *Cluster) forget(node string) error {
 	if e, ok := resp.(error); ok {
 		return e
 	}
+	// Tell the node, if it still runs, best effort and only now that it is
+	// forgotten for good, to drop its buffered values: a SET after the
+	// FORGET does not reach it. One cut off keeps them (README, Not there yet).
+	ctx, cancel := context.WithTimeout(context.Background(), 2*c.timing.Election)
+	c.call(ctx, m.RaftAddr, &request{Op: opForgotten, Node: node})
+	cancel()
 	c.log.Info("member forgotten", "node", node)
 	return nil
 }

@@ -77,6 +77,10 @@ func (c *campaign) setClock(n *node, d time.Duration) error {
 	if p == nil {
 		return errors.New("not running")
 	}
+	// The step takes effect somewhere between the send and the answer: it
+	// counts from the send (a request answered CLOCKBACK just before the
+	// answer arrived saw it).
+	sent := c.since()
 	r, err := admin(p.addr, 2*time.Second, "DEBUG", "CLOCK", strconv.FormatInt(d.Milliseconds(), 10))
 	if err == nil && r.isError() {
 		err = errors.New(r.str)
@@ -84,7 +88,7 @@ func (c *campaign) setClock(n *node, d time.Duration) error {
 	if err != nil {
 		return err
 	}
-	c.hist.addClock(clockChange{Slot: n.slot, At: c.since(), From: n.clockOffset(), To: d})
+	c.hist.addClock(clockChange{Slot: n.slot, At: sent, From: n.clockOffset(), To: d})
 	n.setClockOffset(d)
 	return nil
 }

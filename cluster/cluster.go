@@ -410,23 +410,20 @@ func (c *Cluster) watchRole() {
 
 // apply proposes one entry on this node, which must lead.
 func (c *Cluster) apply(entry []byte) (any, error) {
+	resp, _, err := c.applyIndex(entry)
+	return resp, err
+}
+
+// applyIndex is apply that also returns the entry's index. Losing or not
+// having the leadership is ErrNoLeader.
+func (c *Cluster) applyIndex(entry []byte) (any, uint64, error) {
 	f := c.raft.Apply(entry, c.timing.Apply)
 	if err := f.Error(); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
 			errors.Is(err, raft.ErrEnqueueTimeout) || errors.Is(err, raft.ErrRaftShutdown) {
-			return nil, fmt.Errorf("%w: %v", ErrNoLeader, err)
+			return nil, 0, fmt.Errorf("%w: %v", ErrNoLeader, err)
 		}
-		return nil, err
-	}
-	c.applies.Add(1)
-	return f.Response(), nil
-}
-
-// applyIndex is apply that also returns the entry's index.
-func (c *Cluster) applyIndex(entry []byte) (any, uint64, error) {
-	f := c.raft.Apply(entry, c.timing.Apply)
-	if err := f.Error(); err != nil {
-		return nil, 0, fmt.Errorf("%w: %v", ErrNoLeader, err)
+		return nil, 0, err
 	}
 	c.applies.Add(1)
 	return f.Response(), f.Index(), nil

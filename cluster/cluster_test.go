@@ -169,6 +169,18 @@ func leader(t *testing.T, nodes []*node) *node {
 	return nil
 }
 
+// follower is a live node other than the leader l.
+func follower(t *testing.T, nodes []*node, l *node) *node {
+	t.Helper()
+	for _, n := range nodes {
+		if n != l && !n.down.Load() {
+			return n
+		}
+	}
+	t.Fatal("no live follower")
+	return nil
+}
+
 // collector keeps every value handed out, per tag, and checks they never
 // repeat, and that one node's values of one tag strictly increase.
 type collector struct {

@@ -208,12 +208,7 @@ func TestSetWithAMemberCutOff(t *testing.T) {
 	nodes := startCluster(t, 3, 0)
 	ctx := context.Background()
 	l := leader(t, nodes)
-	var lone *node
-	for _, n := range nodes {
-		if n != l {
-			lone = n
-		}
-	}
+	lone := follower(t, nodes, l)
 	if err := lone.rdb.Do(ctx, "INCR", "s").Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -245,12 +240,7 @@ func TestSetWithAMemberCutOff(t *testing.T) {
 func TestSetRacingLargeIncrByDoesNotDeadlock(t *testing.T) {
 	nodes := startCluster(t, 3, 0)
 	l := leader(t, nodes)
-	var f *node
-	for _, n := range nodes {
-		if n != l {
-			f = n
-		}
-	}
+	f := follower(t, nodes, l)
 	ctx := context.Background()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -326,12 +316,7 @@ func TestForgetTheLeader(t *testing.T) {
 	nodes := startCluster(t, 3, 0)
 	ctx := context.Background()
 	l := leader(t, nodes)
-	var other *node
-	for _, n := range nodes {
-		if n != l {
-			other = n
-		}
-	}
+	other := follower(t, nodes, l)
 	var err error
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		if err = other.rdb.Do(ctx, "CLUSTER", "FORGET", l.id).Err(); err == nil {

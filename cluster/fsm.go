@@ -85,7 +85,7 @@ type fenced struct {
 // went to counts what it handed out; any other node, everything it was
 // given.
 func (t tagState) issuedBound(answers map[string]fenced) (int64, string) {
-	bound, who := t.Bound, "values allocated before this node could track them"
+	bound, who := t.Bound, fmt.Sprintf("values up to %d may have been issued by nodes no longer tracked (allocated by an older version, or past a --recover)", t.Bound)
 	raise := func(v int64, why string) {
 		if v > bound {
 			bound, who = v, why

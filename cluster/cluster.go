@@ -100,7 +100,8 @@ type Cluster struct {
 	pool   map[string][]net.Conn // idle node-to-node streams by Raft address
 
 	refusedLogged atomic.Int64
-	boot          uint64 // this process: allocations record it, fences answer it
+	boot          uint64        // this process: allocations record it, fences answer it
+	readyTerm     atomic.Uint64 // the term in which this leader's state machine caught up (caughtUp)
 
 	holdMu       sync.Mutex
 	holds        map[string]chan struct{} // tags a SET is checking on this leader: allocations wait
@@ -584,6 +585,9 @@ func (c *Cluster) Set(ctx context.Context, tag string, v int64, cond string) (ol
 //
 // A SET that fails leaves dropped values behind: gaps, never repeats.
 func (c *Cluster) setLocal(ctx context.Context, tag string, v int64, cond string) (int64, bool, error) {
+	if err := c.caughtUp(); err != nil {
+		return 0, false, err
+	}
 	release, err := c.hold(ctx, tag)
 	if err != nil {
 		return 0, false, fmt.Errorf("%w: %v", ErrNoLeader, err)
@@ -994,6 +998,9 @@ func (c *Cluster) Get(tag string) (int64, bool) { return c.fsm.tag(tag) }
 // local copy could be below a value already handed out.
 func (c *Cluster) High(ctx context.Context, tag string) (int64, bool, error) {
 	if c.IsLeader() {
+		if err := c.caughtUp(); err != nil {
+			return 0, false, err
+		}
 		v, ok := c.fsm.tag(tag)
 		return v, ok, nil
 	}
@@ -1002,6 +1009,23 @@ func (c *Cluster) High(ctx context.Context, tag string) (int64, bool, error) {
 		return 0, false, err
 	}
 	return resp.Value, resp.Found, nil
+}
+
+// caughtUp returns once this leader's state machine has applied every
+// entry committed before its term began. A new leader may still be applying
+// what its predecessor committed (the fault campaign saw GET answer below a
+// value acknowledged just before a leader was killed): a Barrier, once per
+// term, waits for that.
+func (c *Cluster) caughtUp() error {
+	term := c.raft.CurrentTerm()
+	if c.readyTerm.Load() == term {
+		return nil
+	}
+	if err := c.raft.Barrier(c.timing.Apply).Error(); err != nil {
+		return fmt.Errorf("%w: %v", ErrNoLeader, err)
+	}
+	c.readyTerm.Store(term)
+	return nil
 }
 
 // Size is the number of tags.

@@ -454,7 +454,10 @@ func (c *Cluster) answer(req *request) *response {
 		}
 		return &response{Value: end}
 	case opHigh:
-		v, ok := c.fsm.tag(req.Tag)
+		v, ok, err := c.High(ctx, req.Tag)
+		if err != nil {
+			return fail(err)
+		}
 		return &response{Value: v, Found: ok}
 	}
 	return fail(fmt.Errorf("unknown node-to-node request %d", req.Op))

@@ -38,7 +38,6 @@ type Config struct {
 	Layout        engine.Layout
 	Store         *persist.Store
 	Logger        *slog.Logger
-	OnFloor       func(tag string, v int64) // a SET set a tag; never called under a lock
 	// OnFence drops every value of tag this node buffers and every
 	// allocation of it in flight, and returns the largest value it handed
 	// out (engine.Segments.Fence): the first step of a SET.
@@ -165,7 +164,7 @@ func Open(cfg Config) (*Cluster, error) {
 		}
 		existing = false
 	}
-	f, err := newFSM(cfg.Store, cfg.Layout.MaxWorker(), cfg.OnFloor)
+	f, err := newFSM(cfg.Store, cfg.Layout.MaxWorker())
 	if err != nil {
 		return nil, err
 	}
@@ -568,6 +567,7 @@ func (c *Cluster) Set(ctx context.Context, tag string, v int64, cond string) (ol
 
 // setLocal runs a SET on the leader:
 //
+//  0. Every member must answer (else SET fails with nothing dropped).
 //  1. Allocations of the tag wait on this leader until the SET ends (a
 //     hold), so that the SET is not overtaken by refills forever.
 //  2. It reads the tag's state at some rev.
@@ -586,6 +586,13 @@ func (c *Cluster) Set(ctx context.Context, tag string, v int64, cond string) (ol
 // A SET that fails leaves dropped values behind: gaps, never repeats.
 func (c *Cluster) setLocal(ctx context.Context, tag string, v int64, cond string) (int64, bool, error) {
 	if err := c.caughtUp(); err != nil {
+		return 0, false, err
+	}
+	// A member out of reach would fail the fence, after every other member
+	// dropped its buffers: ask them all first, and fail with nothing dropped
+	// (a SET retried while a member is down then costs the others nothing).
+	if err := c.everyMember(ctx, fmt.Sprintf("SET %s %d (nothing changed)", tag, v), "answered", &request{Op: opApplied}, nil,
+		func(context.Context) (*response, error) { return nil, nil }); err != nil {
 		return 0, false, err
 	}
 	release, err := c.hold(ctx, tag)

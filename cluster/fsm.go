@@ -179,13 +179,7 @@ type joinResult struct {
 // under the state machine's lock and publishes it after releasing it, so
 // the lock is never held while calling out.
 type changes struct {
-	floors  []floorChange
 	members bool
-}
-
-type floorChange struct {
-	tag string
-	v   int64
 }
 
 // fsm is the Raft state machine: tags, members, worker IDs, in Pebble with
@@ -194,7 +188,6 @@ type floorChange struct {
 type fsm struct {
 	store     *persist.Store
 	maxWorker int64
-	onFloor   func(tag string, v int64) // called after the lock is released
 
 	mu   sync.RWMutex
 	meta meta
@@ -204,15 +197,15 @@ type fsm struct {
 	// changes them: readers (the leader's address, peers) take no lock.
 	members atomic.Pointer[map[string]member]
 
-	// published is the last index whose changes were published (floors
-	// dropped from the buffers); pubCh is closed when it moves.
+	// published is the last index whose changes were published; pubCh is
+	// closed when it moves.
 	pubMu     sync.Mutex
 	published uint64
 	pubCh     chan struct{}
 }
 
-func newFSM(store *persist.Store, maxWorker int64, onFloor func(string, int64)) (*fsm, error) {
-	f := &fsm{store: store, maxWorker: maxWorker, onFloor: onFloor, pubCh: make(chan struct{})}
+func newFSM(store *persist.Store, maxWorker int64) (*fsm, error) {
+	f := &fsm{store: store, maxWorker: maxWorker, pubCh: make(chan struct{})}
 	f.reset()
 	if v, ok, err := store.Get(keyState); err != nil {
 		return nil, err
@@ -296,15 +289,9 @@ func (f *fsm) applyLocked(l *raft.Log, ch *changes) any {
 	return resp
 }
 
-// publish tells the watchers what an Apply changed, outside the lock: the
-// segment buffers drop values below new floors, readers see new members,
-// and waiters for the index wake.
+// publish tells the watchers what an Apply changed, outside the lock:
+// readers see new members, and waiters for the index wake.
 func (f *fsm) publish(index uint64, ch *changes) {
-	if f.onFloor != nil {
-		for _, fl := range ch.floors {
-			f.onFloor(fl.tag, fl.v)
-		}
-	}
 	if ch.members {
 		f.publishMembers()
 	}
@@ -410,7 +397,7 @@ func (f *fsm) allocate(d *decoder, b *persist.Batch, by bool) any {
 // against the tag's state at that rev (every member fenced, no value above
 // v issued): it applies only if nothing changed the tag since, and may
 // lower it. One without (written before SET could lower) only raises.
-func (f *fsm) applySet(d *decoder, b *persist.Batch, ch *changes) any {
+func (f *fsm) applySet(d *decoder, b *persist.Batch, _ *changes) any {
 	tag, v := d.string(), d.varint()
 	cond := setAlways
 	if len(d.b) > 0 {
@@ -445,7 +432,6 @@ func (f *fsm) applySet(d *decoder, b *persist.Batch, ch *changes) any {
 	}
 	f.tags[tag] = t
 	b.Set(keyTagBase+tag, encodeTag(t))
-	ch.floors = append(ch.floors, floorChange{tag, v})
 	return res
 }
 
@@ -615,11 +601,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	f.meta, f.tags = s.Meta, s.Tags
 	f.mu.Unlock()
-	ch := changes{members: true}
-	for tag, t := range s.Tags {
-		ch.floors = append(ch.floors, floorChange{tag, t.Floor})
-	}
-	f.publish(s.Meta.Applied, &ch)
+	f.publish(s.Meta.Applied, &changes{members: true})
 	return nil
 }
 

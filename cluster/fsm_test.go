@@ -30,7 +30,7 @@ func applyEntry(t *testing.T, f *fsm, index uint64, e encoder) any {
 }
 
 func TestFSMAllocSetJoinForget(t *testing.T) {
-	f, err := newFSM(openStore(t), 3, nil)
+	f, err := newFSM(openStore(t), 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func joinEntry(node string, now int64) encoder {
 }
 
 func TestFSMIdentityIsSetOnce(t *testing.T) {
-	f, _ := newFSM(openStore(t), 1023, nil)
+	f, _ := newFSM(openStore(t), 1023)
 	applyEntry(t, f, 1, newEntry(entryInit).string("c1").string("layout-a"))
 	applyEntry(t, f, 2, newEntry(entryInit).string("c2").string("layout-b"))
 	if id, layout := f.identity(); id != "c1" || layout != "layout-a" {
@@ -108,29 +108,13 @@ func TestFSMIdentityIsSetOnce(t *testing.T) {
 	}
 }
 
-// TestFSMPublishesOutsideItsLock: the floor callback runs with the state
-// machine's lock free, so it may read the state machine (as the segment
-// buffers' callers do) without a deadlock.
-func TestFSMPublishesOutsideItsLock(t *testing.T) {
-	var f *fsm
-	called := false
-	f, _ = newFSM(openStore(t), 1023, func(tag string, v int64) {
-		f.size() // would deadlock if Apply still held f.mu
-		called = true
-	})
-	applyEntry(t, f, 1, newEntry(entrySet).string("a").varint(5))
-	if !called || f.published != 1 {
-		t.Fatalf("floor published %v, index %d", called, f.published)
-	}
-}
-
 func TestFSMSurvivesReopenAndSnapshotRestore(t *testing.T) {
 	store := openStore(t)
-	f, _ := newFSM(store, 1023, nil)
+	f, _ := newFSM(store, 1023)
 	applyEntry(t, f, 1, newEntry(entryAlloc).uvarint(1).string("orders").varint(1000))
 	applyEntry(t, f, 2, joinEntry("n1", 0))
 	// Reopen from Pebble.
-	g, err := newFSM(store, 1023, nil)
+	g, err := newFSM(store, 1023)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,14 +130,13 @@ func TestFSMSurvivesReopenAndSnapshotRestore(t *testing.T) {
 	if err := snap.Persist(sink); err != nil {
 		t.Fatal(err)
 	}
-	var floors []string
-	h, _ := newFSM(openStore(t), 1023, func(tag string, v int64) { floors = append(floors, tag) })
+	h, _ := newFSM(openStore(t), 1023)
 	applyEntry(t, h, 1, newEntry(entryAlloc).uvarint(1).string("stale").varint(5))
 	if err := h.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := h.tag("orders"); v != 1000 || h.size() != 1 || h.applied() != 2 || len(floors) != 1 {
-		t.Fatalf("after restore: orders %d, size %d, applied %d, floors %v", v, h.size(), h.applied(), floors)
+	if v, _ := h.tag("orders"); v != 1000 || h.size() != 1 || h.applied() != 2 {
+		t.Fatalf("after restore: orders %d, size %d, applied %d", v, h.size(), h.applied())
 	}
 	if _, ok := h.member("n1"); !ok {
 		t.Fatal("member lost in restore")
@@ -161,7 +144,7 @@ func TestFSMSurvivesReopenAndSnapshotRestore(t *testing.T) {
 }
 
 func TestFSMPanicsOnMalformedEntries(t *testing.T) {
-	f, _ := newFSM(openStore(t), 1023, nil)
+	f, _ := newFSM(openStore(t), 1023)
 	for i, data := range [][]byte{{}, {99}, {entryAlloc, 0xff}, {entrySet, 5, 'a'}, append(newEntry(entryForget).string("x"), 1)} {
 		func() {
 			defer func() {
@@ -181,7 +164,7 @@ func (s *memSink) Cancel() error { return nil }
 func (s *memSink) Close() error  { return nil }
 
 func TestFSMSetConditions(t *testing.T) {
-	f, err := newFSM(openStore(t), 3, nil)
+	f, err := newFSM(openStore(t), 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +201,7 @@ func TestFSMSetConditions(t *testing.T) {
 // leader read, may then lower the tag, and what each node may have issued
 // is bounded from the fence answers and the record.
 func TestFSMSetLowersOnlyOverTheStateItChecked(t *testing.T) {
-	f, err := newFSM(openStore(t), 3, nil)
+	f, err := newFSM(openStore(t), 3)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ func FuzzFSMApply(f *testing.F) {
 	f.Add([]byte(newEntry(entryForget).string("n1")))
 	f.Add([]byte{entryAlloc, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	store := openStore(f)
-	fm, err := newFSM(store, 15, nil)
+	fm, err := newFSM(store, 15)
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -201,9 +201,9 @@ func TestSetIsSeenByEveryMember(t *testing.T) {
 	}
 }
 
-// TestSetWithAMemberCutOff: SET commits, but a member that cannot confirm
-// makes it an error naming that member; once healed, that member's values
-// are above the floor.
+// TestSetWithAMemberCutOff: a member that cannot be reached makes SET an
+// error naming that member, before anything is dropped or committed; once
+// healed, that member's values are above the floor.
 func TestSetWithAMemberCutOff(t *testing.T) {
 	nodes := startCluster(t, 3, 0)
 	ctx := context.Background()
@@ -216,9 +216,17 @@ func TestSetWithAMemberCutOff(t *testing.T) {
 	if err := lone.rdb.Do(ctx, "GET", "s").Err(); err == nil || !strings.HasPrefix(err.Error(), "TRYAGAIN") {
 		t.Fatalf("GET on a node with no leader in reach: %v, want TRYAGAIN, not a stale high-water", err)
 	}
-	err := l.rdb.Do(ctx, "SET", "s", 5000).Err()
+	before, err := l.rdb.Do(ctx, "INCR", "s").Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = l.rdb.Do(ctx, "SET", "s", 5000).Err()
 	if err == nil || !strings.Contains(err.Error(), lone.id) || !strings.Contains(err.Error(), "retrying it is safe") {
 		t.Fatalf("SET with %s cut off: %v", lone.id, err)
+	}
+	// The SET failed before it fenced anyone: the leader's buffer is whole.
+	if after, err := l.rdb.Do(ctx, "INCR", "s").Int64(); err != nil || after != before+1 {
+		t.Fatalf("INCR on the leader after a SET that could not reach %s: %d %v, want %d", lone.id, after, err, before+1)
 	}
 	lone.stream.partition(false)
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {

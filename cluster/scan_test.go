@@ -6,7 +6,7 @@ import (
 )
 
 func TestScanTagsPagesInOrderWithoutSkips(t *testing.T) {
-	f, err := newFSM(openStore(t), 3, nil)
+	f, err := newFSM(openStore(t), 3)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,8 @@ var (
 	// ErrNoLeader: an allocation needs the Raft leader and there is none
 	// (TRYAGAIN on the wire).
 	ErrNoLeader = errors.New("no leader to allocate from, and nothing buffered")
-	// ErrWouldGoBack: a SET below the tag's high-water; values never go back.
+	// ErrWouldGoBack: a SET below a value that may have been issued; values
+	// never go back.
 	ErrWouldGoBack = errors.New("values never go back")
 	// ErrOverflow: the allocation would pass the largest int64.
 	ErrOverflow = errors.New("increment or decrement would overflow")
@@ -59,7 +60,6 @@ type segmentBuffer struct {
 	gen       uint64    // raised by Fence: an allocation asked for before it is dropped on arrival
 	high      int64     // largest value this buffer was given: handed out, buffered or dropped
 	issued    int64     // largest value handed to a caller
-	floor     int64     // largest DropBelow: no value <= it is handed out after
 	curSince  time.Time // when cur was put in use
 	curSize   int64
 	refills   int64
@@ -149,13 +149,13 @@ func (s *Segments) Next(ctx context.Context, tag string, n int64) (first, last i
 }
 
 // direct allocates n values straight from the source. Caller holds b.mu;
-// direct releases it around the call (the source may be a network call that
-// needs the state machine, which may be waiting in DropBelow for b.mu) and
-// holds it again on return.
+// direct releases it around the call (the source may be a network call to
+// the leader, which may be waiting in Fence for b.mu) and holds it again on
+// return.
 //
-// Meanwhile others may have handed out values, refilled, or raised the floor.
-// A result above all that is handed out, and whatever is buffered below its
-// end is dropped, so values keep increasing in the order they leave. A result
+// Meanwhile others may have handed out values or refilled. A result above
+// all that is handed out, and whatever is buffered below its end is
+// dropped, so values keep increasing in the order they leave. A result
 // below it was allocated before those, and one asked for before a Fence
 // may lie below a SET that lowered the tag: either is dropped (a gap) and
 // the source asked again.
@@ -170,7 +170,7 @@ func (s *Segments) direct(ctx context.Context, tag string, b *segmentBuffer, n i
 		if err != nil {
 			return 0, 0, err
 		}
-		if gen == b.gen && first > max(b.issued, b.floor) {
+		if gen == b.gen && first > b.issued {
 			for _, sp := range []*span{&b.cur, &b.spare} {
 				sp.next = max(sp.next, last+1)
 			}
@@ -237,23 +237,6 @@ func (s *Segments) Stop(err error) {
 	}
 }
 
-// DropBelow discards buffered values <= v of tag (after a SET raised it):
-// once it returns, no value <= v is handed out, including from a refill or
-// direct allocation in flight. It waits for nothing but the tag's buffer
-// lock, which is never held across a call to the source.
-func (s *Segments) DropBelow(tag string, v int64) {
-	b := s.buffer(tag)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, sp := range []*span{&b.cur, &b.spare} {
-		if sp.next <= v {
-			sp.next = v + 1
-		}
-	}
-	b.high = max(b.high, v)
-	b.floor = max(b.floor, v)
-}
-
 // Fence drops every value of tag this node holds but has not handed out,
 // and every allocation asked for and not yet arrived, so that from now on
 // it hands out only values the source allocates after this call. It
@@ -266,7 +249,7 @@ func (s *Segments) Fence(tag string) (issued int64) {
 	defer b.mu.Unlock()
 	b.cur, b.spare = span{1, 0}, span{1, 0}
 	b.gen++
-	b.high, b.floor = b.issued, b.issued
+	b.high = b.issued
 	return b.issued
 }
 

@@ -104,18 +104,6 @@ func TestSegmentsServeBufferThenTryAgain(t *testing.T) {
 	}
 }
 
-func TestSegmentsDropBelowAfterSet(t *testing.T) {
-	src := &counterSource{}
-	s := NewSegments(src, 1000, time.Now)
-	ctx := context.Background()
-	s.Next(ctx, "t", 1)
-	s.DropBelow("t", 500)
-	v, _, err := s.Next(ctx, "t", 1)
-	if err != nil || v <= 500 {
-		t.Fatalf("after DropBelow(500): %d %v", v, err)
-	}
-}
-
 func TestSegmentsConcurrentNeverRepeat(t *testing.T) {
 	src := &counterSource{}
 	s := NewSegments(src, 10, time.Now)
@@ -183,28 +171,35 @@ func (f *fsmSource) Allocate(ctx context.Context, tag string, n int64) (int64, i
 	return first, f.high[tag], nil
 }
 
-// set is SET tag (high-water + up to 3 segments) applied by the state
-// machine: it raises the tag and drops the buffered values below it while
-// holding the state machine's lock, then lets one gated allocation through.
+// set is SET tag (high-water + up to 3 segments): it lets the gated
+// allocations through, twice, 5ms apart (an allocation that waits at the
+// gate across a Fence is dropped when it lands, and SETs back to back
+// would starve them all), then fences the buffer and raises the tag while
+// holding the state machine's lock.
 func (f *fsmSource) set(s *Segments, tag string, r *rand.Rand) int64 {
+	for range 2 {
+		for f.gate != nil {
+			select {
+			case f.gate <- struct{}{}:
+				continue
+			default:
+			}
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	v := f.high[tag] + 1 + r.Int64N(30)
 	f.high[tag] = v
-	s.DropBelow(tag, v)
-	f.mu.Unlock()
-	if f.gate != nil {
-		select {
-		case f.gate <- struct{}{}:
-		default:
-		}
-	}
+	s.Fence(tag)
 	return v
 }
 
 // TestSegmentsDirectDoesNotHoldTheBufferAcrossTheSource is the deadlock of
 // issue 7 item 6: Next(tag, n > step) held the tag's buffer lock across an
 // allocation that needs the state machine, while the state machine, applying
-// a SET, waited in DropBelow for that buffer lock.
+// a SET, waited for that buffer lock (then in DropBelow, now in Fence).
 func TestSegmentsDirectDoesNotHoldTheBufferAcrossTheSource(t *testing.T) {
 	const step = 10
 	for _, tc := range []struct {
@@ -223,7 +218,7 @@ func TestSegmentsDirectDoesNotHoldTheBufferAcrossTheSource(t *testing.T) {
 			base := time.Now()
 			s := NewSegments(src, step, func() time.Time { return base.Add(time.Duration(ticks.Add(1)) * 10 * time.Second) })
 			const tag = "x"
-			var floor atomic.Int64 // the v of the latest DropBelow that returned
+			var floor atomic.Int64 // the v of the latest SET whose Fence returned
 			type grant struct{ first, last int64 }
 			const workers = 4
 			grants := make([][]grant, workers)
@@ -249,7 +244,7 @@ func TestSegmentsDirectDoesNotHoldTheBufferAcrossTheSource(t *testing.T) {
 						case l-first+1 != n:
 							t.Errorf("worker %d: Next(%d) = %d..%d", w, n, first, l)
 						case first <= f:
-							t.Errorf("worker %d: %d..%d handed out after DropBelow(%d) returned", w, first, l, f)
+							t.Errorf("worker %d: %d..%d handed out after SET %d fenced the buffer", w, first, l, f)
 						case first <= last:
 							t.Errorf("worker %d: %d..%d after %d", w, first, l, last)
 						}
@@ -276,9 +271,6 @@ func TestSegmentsDirectDoesNotHoldTheBufferAcrossTheSource(t *testing.T) {
 					}
 					floor.Store(src.set(s, tag, r))
 					sets++
-					if sets%16 == 0 {
-						time.Sleep(time.Millisecond)
-					}
 				}
 			}()
 			var sets int
@@ -374,11 +366,11 @@ func TestSegmentsDirectResultBelowFloorOrIssuedIsDropped(t *testing.T) {
 	v := src.high[tag] + 5 // SET tag v, above the held range
 	src.high[tag] = v
 	src.mu.Unlock()
-	within(t, 2*time.Second, "DropBelow during a direct allocation", func() { s.DropBelow(tag, v) })
+	within(t, 2*time.Second, "Fence during a direct allocation", func() { s.Fence(tag) })
 	src.release <- struct{}{}
 	r := <-out
 	if r.first <= v {
-		t.Fatalf("direct allocation %d..%d from before SET %d handed out after DropBelow(%d) returned", r.first, r.last, v, v)
+		t.Fatalf("direct allocation %d..%d from before SET %d handed out after its Fence returned", r.first, r.last, v)
 	}
 	if d[0] > v || r.last-r.first != 49 {
 		t.Fatalf("held %v, got %v", d, r)

@@ -188,11 +188,6 @@ func Open(cfg Config) (_ *Node, err error) {
 				s.Stop(fmt.Errorf("%w: %s", cluster.ErrNotMember, why))
 			}
 		},
-		OnFloor: func(tag string, v int64) {
-			if s := segments.Load(); s != nil {
-				s.DropBelow(tag, v)
-			}
-		},
 		OnFence: func(tag string) int64 {
 			if s := segments.Load(); s != nil {
 				return s.Fence(tag)

@@ -1,38 +1,15 @@
 package resp
 
+// The frame guard as it was before the server read frames itself: a
+// byte-by-byte scanner in front of redcon's reader, which rewrote inline
+// commands as multibulk. It is kept here, unchanged but for its names, as
+// the oracle FuzzParserMatchesTheOldGuard compares the in-place parser
+// against: the same commands, the same refusals, however reads split.
+
 import (
 	"bytes"
-	"errors"
-	"io"
-	"net"
 	"strconv"
-	"sync/atomic"
-	"time"
 )
-
-// Limits bound what a client may send before a frame reaches redcon's
-// reader, which crashes on overflowing lengths and spins on huge counts.
-type Limits struct {
-	MaxArgs     int // multibulk count; Redis's own sanity bound is far larger, ours is 1024
-	MaxBulk     int // one bulk string, bytes
-	MaxInline   int // one inline command line, bytes
-	PreAuthArgs int // before AUTH, when a password is set (as Redis: 10)
-	PreAuthBulk int // before AUTH, when a password is set (as Redis: 16 KiB)
-}
-
-// DefaultLimits are SPEC section 8's limits.
-func DefaultLimits() Limits {
-	return Limits{MaxArgs: 1024, MaxBulk: 64 << 10, MaxInline: 64 << 10, PreAuthArgs: 10, PreAuthBulk: 16 << 10}
-}
-
-// errProtocol is a frame the guard refused; its text follows "ERR ".
-type errProtocol struct{ msg string }
-
-func (e *errProtocol) Error() string { return "Protocol error: " + e.msg }
-
-// errGuardClosed is what redcon's reader sees after a refusal: not a
-// protocol error, so redcon closes the connection without writing again.
-var errGuardClosed = errors.New("connection closed after a protocol error")
 
 // Frame scanner states.
 const (
@@ -48,14 +25,14 @@ const (
 	stBulkLF           // '\n' after the payload
 )
 
-// frameScanner follows the RESP request grammar byte by byte, across reads,
+// referenceScanner follows the RESP request grammar byte by byte, across reads,
 // and stops at the first byte that breaks a limit or the grammar. What it
 // hands on is what redcon's reader handles safely and the way Redis reads
 // it: a multibulk count of zero or less is dropped (Redis ignores it; redcon
 // would close the connection), and an inline command is split as Redis's
 // sdssplitargs splits it (tabs, quotes, \xHH escapes) and handed on as a
 // multibulk.
-type frameScanner struct {
+type referenceScanner struct {
 	lim    Limits
 	authed func() bool
 	state  int
@@ -71,7 +48,7 @@ type frameScanner struct {
 // scan appends to dst what of p to hand on; err is set when a byte of p is
 // refused, and dst then holds what came before that byte (redcon answers
 // the complete commands in it before the guard refuses).
-func (s *frameScanner) scan(dst, p []byte) ([]byte, *errProtocol) {
+func (s *referenceScanner) scan(dst, p []byte) ([]byte, *errProtocol) {
 	for i := 0; i < len(p); i++ {
 		b := p[i]
 		switch s.state {
@@ -93,14 +70,14 @@ func (s *frameScanner) scan(dst, p []byte) ([]byte, *errProtocol) {
 			}
 			s.state = stStart
 			line := bytes.TrimSuffix(s.line, []byte{'\r'})
-			args, ok := splitArgs(line)
+			args, ok := referenceSplitArgs(line)
 			if !ok {
 				return dst, &errProtocol{"unbalanced quotes in request"}
 			}
 			if len(args) > s.lim.MaxArgs {
 				return dst, &errProtocol{"invalid multibulk length"}
 			}
-			dst = appendMultiBulk(dst, args)
+			dst = referenceMultiBulk(dst, args)
 			if cap(s.line) > 4096 {
 				s.line = nil // a long line's buffer is not kept for the connection's life
 			}
@@ -195,7 +172,7 @@ func (s *frameScanner) scan(dst, p []byte) ([]byte, *errProtocol) {
 }
 
 // appendMultiBulk writes args as a RESP multibulk request.
-func appendMultiBulk(dst []byte, args [][]byte) []byte {
+func referenceMultiBulk(dst []byte, args [][]byte) []byte {
 	if len(args) == 0 {
 		return dst
 	}
@@ -214,7 +191,7 @@ func appendMultiBulk(dst []byte, args [][]byte) []byte {
 // closing quote must be followed by a space or the end. The line ends at a
 // NUL byte, as the C string Redis parses does. ok is false for unbalanced
 // quotes.
-func splitArgs(line []byte) (args [][]byte, ok bool) {
+func referenceSplitArgs(line []byte) (args [][]byte, ok bool) {
 	if i := bytes.IndexByte(line, 0); i >= 0 {
 		line = line[:i]
 	}
@@ -304,23 +281,9 @@ func splitArgs(line []byte) (args [][]byte, ok bool) {
 	}
 }
 
-func isHex(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
-}
-
-func unhex(c byte) byte {
-	switch {
-	case c <= '9':
-		return c - '0'
-	case c <= 'F':
-		return c - 'A' + 10
-	}
-	return c - 'a' + 10
-}
-
 // checkLength refuses a count or length as soon as its digits pass the
 // limit, so no number ever overflows.
-func (s *frameScanner) checkLength() *errProtocol {
+func (s *referenceScanner) checkLength() *errProtocol {
 	preAuth := s.authed != nil && !s.authed()
 	if s.state == stCount {
 		if preAuth && s.num > s.lim.PreAuthArgs {
@@ -338,85 +301,4 @@ func (s *frameScanner) checkLength() *errProtocol {
 		return &errProtocol{"invalid bulk length"}
 	}
 	return nil
-}
-
-func printable(b byte) string {
-	if b >= ' ' && b <= '~' {
-		return string(rune(b))
-	}
-	return "\\x" + string("0123456789abcdef"[b>>4]) + string("0123456789abcdef"[b&15])
-}
-
-// guardConn sits between the socket and redcon's reader. It hands on only
-// what the scanner passed; at a refused byte it lets redcon answer the
-// complete commands before it, then writes "-ERR Protocol error: ..." and
-// ends the connection.
-type guardConn struct {
-	net.Conn
-	scanner  frameScanner
-	authed   atomic.Bool
-	out      []byte // bytes passed by the scanner
-	pos      int    // how many of them redcon has read
-	readErr  error  // the socket's error, once out is drained
-	refused  *errProtocol
-	onRefuse func(error)
-}
-
-func newGuardConn(c net.Conn, lim Limits, needAuth bool, onRefuse func(error)) *guardConn {
-	g := &guardConn{Conn: c, onRefuse: onRefuse}
-	g.authed.Store(!needAuth)
-	g.scanner = frameScanner{lim: lim, authed: g.authed.Load}
-	return g
-}
-
-// Read implements net.Conn for redcon's reader. It reads the socket into
-// p, scans that into out, and copies out back into p.
-func (g *guardConn) Read(p []byte) (int, error) {
-	for g.pos == len(g.out) {
-		switch {
-		case g.refused != nil:
-			return g.refuse()
-		case g.readErr != nil:
-			return 0, g.readErr
-		}
-		n, err := g.Conn.Read(p)
-		g.out, g.refused = g.scanner.scan(g.out[:0], p[:n])
-		g.pos, g.readErr = 0, err
-	}
-	n := copy(p, g.out[g.pos:])
-	g.pos += n
-	return n, nil
-}
-
-// refuse runs once redcon has answered and flushed everything before the
-// refused byte (it flushes before it reads again).
-func (g *guardConn) refuse() (int, error) {
-	if g.onRefuse != nil {
-		g.onRefuse(g.refused)
-		g.onRefuse = nil
-	}
-	g.Conn.SetWriteDeadline(time.Now().Add(time.Second))
-	g.Conn.Write([]byte("-ERR " + g.refused.Error() + "\r\n"))
-	// Closing with unread input would reset the connection, and the reset
-	// can overtake the error on its way to the client: end our side, then
-	// read what the client already sent, for a bounded time and size.
-	if cw, ok := g.Conn.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
-		g.Conn.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
-		io.Copy(io.Discard, io.LimitReader(g.Conn, 1<<20))
-	}
-	return 0, errGuardClosed
-}
-
-// guardListener wraps every accepted connection in a guardConn.
-type guardListener struct {
-	net.Listener
-	wrap func(net.Conn) net.Conn
-}
-
-func (l guardListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return l.wrap(c), nil
 }

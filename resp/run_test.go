@@ -219,3 +219,36 @@ func BenchmarkDispatch(b *testing.B) {
 		}
 	}
 }
+
+// TestFramesAcrossReads: the serve loop's buffer keeps a frame cut by a
+// read, moves it to the front when the buffer is full, grows it for a
+// frame larger than the buffer and lets it go afterwards.
+func TestFramesAcrossReads(t *testing.T) {
+	addr := startServer(t, Config{})
+	conn, rd := dial(t, addr)
+	big := strings.Repeat("x", 60000)
+	echo := frames("ECHO " + big)
+	for off := 0; off < len(echo); off += 977 { // a frame over many reads
+		send(t, conn, echo[off:min(off+977, len(echo))])
+		time.Sleep(time.Millisecond)
+	}
+	if line := readLine(t, rd); line != "$60000" {
+		t.Fatalf("ECHO of 60000 bytes: %q", line)
+	}
+	if line := readLine(t, rd); line != big {
+		t.Fatalf("ECHO of 60000 bytes came back as %d bytes", len(line))
+	}
+	// More than the 4 KiB buffer of pipelined frames, the last cut in two.
+	pings := frames(repeat("PING", 400)...) + frames("ECHO tail")
+	send(t, conn, pings[:len(pings)-5])
+	time.Sleep(10 * time.Millisecond)
+	send(t, conn, pings[len(pings)-5:])
+	for i := range 400 {
+		if line := readLine(t, rd); line != "+PONG" {
+			t.Fatalf("PING %d: %q", i, line)
+		}
+	}
+	if a, b := readLine(t, rd), readLine(t, rd); a != "$4" || b != "tail" {
+		t.Fatalf("ECHO tail: %q %q", a, b)
+	}
+}

@@ -52,6 +52,12 @@ type frameParser struct {
 	inline []byte   // an inline command's unescaped arguments
 }
 
+// The parser keeps its buffers between frames up to these sizes.
+const (
+	keptArgs   = 64
+	keptInline = 4096
+)
+
 // parse reads the frame at the front of b. It returns how many bytes the
 // frame took (0: incomplete, read more) and its arguments (none for a frame
 // Redis skips: *0, *-1, a blank line). err is set when b breaks the grammar
@@ -78,6 +84,9 @@ func (p *frameParser) parse(b []byte, preAuth bool) (args [][]byte, n int, err *
 	}
 	if neg || count == 0 {
 		return nil, i, nil // Redis ignores an empty or negative multibulk
+	}
+	if cap(p.args) > keptArgs && count <= keptArgs {
+		p.args = nil // a large frame's argument list is not kept for the connection's life
 	}
 	args = p.args[:0]
 	for range count {
@@ -159,8 +168,10 @@ func (p *frameParser) parseInline(b []byte) (args [][]byte, n int, err *errProto
 		return nil, 0, nil
 	}
 	line := bytes.TrimSuffix(b[:end], []byte{'\r'})
-	if cap(p.inline) < len(line) {
-		p.inline = make([]byte, 0, max(len(line), 2*cap(p.inline)))
+	if cap(p.inline) < len(line) || cap(p.inline) > keptInline && len(line) <= keptInline {
+		// Room for the line; a long line's buffer is not kept for the
+		// connection's life.
+		p.inline = make([]byte, 0, max(len(line), 64))
 	}
 	var ok bool
 	p.inline, args, ok = appendSplitArgs(p.inline[:0], p.args[:0], line)

@@ -138,6 +138,27 @@ func (s *Segments) Next(ctx context.Context, tag string, n int64) (first, last i
 			return 0, 0, ErrNoLeader
 		}
 	}
+	return s.take(tag, b, n)
+}
+
+// NextRun returns between 1 and n contiguous values of tag: as many as the
+// current segment still holds, so that a run of single requests (a
+// pipeline of INCRs) is served in one call and leaves no gap at the end of
+// a segment. With the current segment used up it is Next(ctx, tag, 1).
+func (s *Segments) NextRun(ctx context.Context, tag string, n int64) (first, last int64, err error) {
+	b := s.buffer(tag)
+	b.mu.Lock()
+	if left := b.cur.left(); left > 0 && s.stopped.Load() == nil {
+		defer b.mu.Unlock()
+		return s.take(tag, b, min(n, left))
+	}
+	b.mu.Unlock()
+	return s.Next(ctx, tag, 1)
+}
+
+// take hands out n values of the current segment, which holds them, and
+// starts the refill once the segment is about 10% used. Caller holds b.mu.
+func (s *Segments) take(tag string, b *segmentBuffer, n int64) (first, last int64, err error) {
 	first = b.cur.next
 	b.cur.next += n
 	b.issued = first + n - 1

@@ -465,3 +465,28 @@ func TestSegmentsFence(t *testing.T) {
 		t.Fatalf("the refill %v asked for before Fence was handed out: got %d", held, got)
 	}
 }
+
+// TestSegmentsNextRunTakesWhatTheSegmentHolds: NextRun hands out up to n
+// values from the current segment, never waits for more than one, and
+// leaves no gap: a run of runs takes exactly the values single Nexts would.
+func TestSegmentsNextRunTakesWhatTheSegmentHolds(t *testing.T) {
+	src := &counterSource{}
+	s := NewSegments(src, 10, newFakeClock().Now)
+	ctx := context.Background()
+	want := int64(1)
+	for i := range 200 {
+		n := int64(1 + i%32)
+		first, last, err := s.NextRun(ctx, "orders", n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first != want || last < first || last-first+1 > n {
+			t.Fatalf("run of %d: %d..%d, want %d.. with at most %d values", n, first, last, want, n)
+		}
+		want = last + 1
+	}
+	s.Stop(ErrNoLeader)
+	if _, _, err := s.NextRun(ctx, "orders", 5); !errors.Is(err, ErrNoLeader) {
+		t.Fatalf("after Stop: %v", err)
+	}
+}

@@ -24,6 +24,10 @@ type command struct {
 	subcommands  bool   // CLIENT, COMMAND, CONFIG, CLUSTER: named "client|list" in CLIENT LIST
 	summary      string
 	handler      func(s *Server, c *client, conn redcon.Conn, args [][]byte)
+	// run answers a run of the command with runArgs arguments (name
+	// included) at once: see run.go. nil: one at a time.
+	run     runFunc
+	runArgs int
 }
 
 func (d *command) arityOK(n int) bool {
@@ -44,8 +48,8 @@ var commandTable map[string]*command
 func init() {
 	commandTable = map[string]*command{}
 	for _, d := range []*command{
-		{name: "nextid", arity: -1, flags: []string{"write", "fast"}, summary: "Issue a snowflake ID, or count of them", handler: cmdNextID},
-		{name: "geneid", arity: -2, flags: []string{"write", "fast"}, summary: "Issue an ID carrying the buyer's shard gene", handler: cmdGeneID},
+		{name: "nextid", arity: -1, flags: []string{"write", "fast"}, summary: "Issue a snowflake ID, or count of them", handler: cmdNextID, run: runNextID, runArgs: 1},
+		{name: "geneid", arity: -2, flags: []string{"write", "fast"}, summary: "Issue an ID carrying the buyer's shard gene", handler: cmdGeneID, run: runGeneID, runArgs: 2},
 		{name: "geneof", arity: 2, flags: []string{"readonly", "fast"}, summary: "The shard gene of a buyer", handler: cmdGeneOf},
 		{name: "decode", arity: 2, flags: []string{"readonly", "fast"}, summary: "Take an ID apart: time, worker, sequence, gene; a UUIDv7's time", handler: cmdDecode},
 		{name: "ping", arity: -1, whileLoading: true, flags: []string{"fast"}, summary: "Ping the server", handler: cmdPing},
@@ -217,10 +221,8 @@ func cmdEcho(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	conn.WriteBulk(args[1])
 }
 
-// cmdQuit answers OK and closes. The commands redcon already read behind
-// QUIT in the same pipeline are dropped first: its loop would run them.
+// cmdQuit answers OK and closes; the serve loop runs nothing after Close.
 func cmdQuit(s *Server, c *client, conn redcon.Conn, args [][]byte) {
-	conn.ReadPipeline()
 	conn.WriteString("OK")
 	conn.Close()
 }

@@ -2,16 +2,11 @@ package resp
 
 import (
 	"bytes"
-	"errors"
-	"io"
-	"net"
-	"strconv"
-	"sync/atomic"
-	"time"
 )
 
-// Limits bound what a client may send before a frame reaches redcon's
-// reader, which crashes on overflowing lengths and spins on huge counts.
+// Limits bound what a client may send: SPEC section 8. They are checked as
+// the bytes arrive, so that a length prefix past them is refused before any
+// memory is set aside for it.
 type Limits struct {
 	MaxArgs     int // multibulk count; Redis's own sanity bound is far larger, ours is 1024
 	MaxBulk     int // one bulk string, bytes
@@ -30,195 +25,189 @@ type errProtocol struct{ msg string }
 
 func (e *errProtocol) Error() string { return "Protocol error: " + e.msg }
 
-// errGuardClosed is what redcon's reader sees after a refusal: not a
-// protocol error, so redcon closes the connection without writing again.
-var errGuardClosed = errors.New("connection closed after a protocol error")
-
-// Frame scanner states.
-const (
-	stStart     = iota // before a command
-	stInline           // inside an inline (telnet) command line
-	stCount            // digits of a multibulk count, after '*'
-	stCountLF          // '\n' after the count's '\r'
-	stDollar           // '$' of the next bulk
-	stBulkLen          // digits of a bulk length
-	stBulkLenLF        // '\n' after the length's '\r'
-	stBulkData         // bulk payload
-	stBulkCR           // '\r' after the payload
-	stBulkLF           // '\n' after the payload
+// The refusals, one value each: a refusal allocates nothing.
+var (
+	errMultibulkLength      = &errProtocol{"invalid multibulk length"}
+	errBulkLength           = &errProtocol{"invalid bulk length"}
+	errBulkFormat           = &errProtocol{"invalid bulk format"}
+	errPreAuthMultibulk     = &errProtocol{"unauthenticated multibulk length"}
+	errPreAuthBulk          = &errProtocol{"unauthenticated bulk length"}
+	errInlineTooBig         = &errProtocol{"too big inline request"}
+	errUnbalancedQuotes     = &errProtocol{"unbalanced quotes in request"}
+	errExpectedDollarPrefix = "expected '$', got '"
 )
 
-// frameScanner follows the RESP request grammar byte by byte, across reads,
-// and stops at the first byte that breaks a limit or the grammar. What it
-// hands on is what redcon's reader handles safely and the way Redis reads
-// it: a multibulk count of zero or less is dropped (Redis ignores it; redcon
-// would close the connection), and an inline command is split as Redis's
-// sdssplitargs splits it (tabs, quotes, \xHH escapes) and handed on as a
-// multibulk.
-type frameScanner struct {
+// frameParser is the frame guard: it reads one request at a time in place,
+// from the front of what a connection has read so far, and refuses the
+// first byte that breaks a limit or the grammar, even before the frame is
+// complete. It reads the way Redis reads: a multibulk count of zero or less
+// is skipped, and an inline command is split as Redis's sdssplitargs splits
+// it (tabs, quotes, \xHH escapes). A multibulk's arguments point into the
+// bytes parsed; an inline command's into the parser's own buffer. Both stay
+// valid until the next parse. Nothing is allocated once the parser's
+// buffers have grown to the largest frame seen.
+type frameParser struct {
 	lim    Limits
-	authed func() bool
-	state  int
-	num    int    // number being read (count or bulk length)
-	digits int    // digits read of it
-	neg    bool   // the count has a '-': ignored once complete
-	args   int    // bulk strings left in this multibulk
-	left   int    // payload bytes left in this bulk
-	header []byte // '*' and the count, held until the count is complete
-	line   []byte // the inline line, held until its '\n'
+	args   [][]byte // the last frame's arguments
+	inline []byte   // an inline command's unescaped arguments
 }
 
-// scan appends to dst what of p to hand on; err is set when a byte of p is
-// refused, and dst then holds what came before that byte (redcon answers
-// the complete commands in it before the guard refuses).
-func (s *frameScanner) scan(dst, p []byte) ([]byte, *errProtocol) {
-	for i := 0; i < len(p); i++ {
-		b := p[i]
-		switch s.state {
-		case stStart:
-			if b == '*' {
-				s.state, s.num, s.digits, s.neg = stCount, 0, 0, false
-				s.header = append(s.header[:0], b)
-				continue
+// The parser keeps its buffers between frames up to these sizes.
+const (
+	keptArgs   = 64
+	keptInline = 4096
+)
+
+// parse reads the frame at the front of b. It returns how many bytes the
+// frame took (0: incomplete, read more) and its arguments (none for a frame
+// Redis skips: *0, *-1, a blank line). err is set when b breaks the grammar
+// or a limit; the frame and everything after it is then refused. preAuth
+// applies the limits for a connection that has not authenticated yet.
+func (p *frameParser) parse(b []byte, preAuth bool) (args [][]byte, n int, err *errProtocol) {
+	if len(b) == 0 {
+		return nil, 0, nil
+	}
+	if b[0] != '*' {
+		return p.parseInline(b)
+	}
+	maxArgs, errArgs := p.lim.MaxArgs, errMultibulkLength
+	maxBulk, errBulk := p.lim.MaxBulk, errBulkLength
+	if preAuth && p.lim.PreAuthArgs <= maxArgs {
+		maxArgs, errArgs = p.lim.PreAuthArgs, errPreAuthMultibulk
+	}
+	if preAuth && p.lim.PreAuthBulk <= maxBulk {
+		maxBulk, errBulk = p.lim.PreAuthBulk, errPreAuthBulk
+	}
+	count, neg, i, err := readLength(b, 1, true, maxArgs, errArgs, errMultibulkLength)
+	if i == 0 || err != nil {
+		return nil, 0, err
+	}
+	if neg || count == 0 {
+		return nil, i, nil // Redis ignores an empty or negative multibulk
+	}
+	if cap(p.args) > keptArgs && count <= keptArgs {
+		p.args = nil // a large frame's argument list is not kept for the connection's life
+	}
+	args = p.args[:0]
+	for range count {
+		if i == len(b) {
+			return nil, 0, nil
+		}
+		if b[i] != '$' {
+			return nil, 0, &errProtocol{errExpectedDollarPrefix + printable(b[i]) + "'"}
+		}
+		size, _, next, err := readLength(b, i+1, false, maxBulk, errBulk, errBulkLength)
+		if next == 0 || err != nil {
+			return nil, 0, err
+		}
+		i = next
+		end := i + size
+		switch {
+		case len(b) < end+1:
+			return nil, 0, nil
+		case b[end] != '\r':
+			return nil, 0, errBulkFormat
+		case len(b) < end+2:
+			return nil, 0, nil
+		case b[end+1] != '\n':
+			return nil, 0, errBulkFormat
+		}
+		args = append(args, b[i:end:end])
+		i = end + 2
+	}
+	p.args = args
+	return args, i, nil
+}
+
+// readLength reads the digits of a multibulk count (allowNeg) or a bulk
+// length from b[i:], then "\r\n", and returns the index after them (0:
+// incomplete). A number past limit is refused with overLimit as soon as its
+// digits pass it, so no number ever overflows; any other malformed length
+// with malformed. A negative count is read (Redis skips it) but not checked
+// against the limit.
+func readLength(b []byte, i int, allowNeg bool, limit int, overLimit, malformed *errProtocol) (num int, neg bool, next int, err *errProtocol) {
+	if allowNeg && i < len(b) && b[i] == '-' {
+		neg = true
+		i++
+	}
+	digits := 0
+	for ; i < len(b); i++ {
+		c := b[i]
+		if c == '\r' && digits > 0 {
+			if neg && num == 0 {
+				return 0, false, 0, malformed // "-0"
 			}
-			s.state, s.line = stInline, s.line[:0]
-			fallthrough
-		case stInline:
-			if b != '\n' {
-				if len(s.line) >= s.lim.MaxInline {
-					return dst, &errProtocol{"too big inline request"}
-				}
-				s.line = append(s.line, b)
-				continue
+			if i+1 == len(b) {
+				return 0, false, 0, nil
 			}
-			s.state = stStart
-			line := bytes.TrimSuffix(s.line, []byte{'\r'})
-			args, ok := splitArgs(line)
-			if !ok {
-				return dst, &errProtocol{"unbalanced quotes in request"}
+			if b[i+1] != '\n' {
+				return 0, false, 0, malformed
 			}
-			if len(args) > s.lim.MaxArgs {
-				return dst, &errProtocol{"invalid multibulk length"}
-			}
-			dst = appendMultiBulk(dst, args)
-			if cap(s.line) > 4096 {
-				s.line = nil // a long line's buffer is not kept for the connection's life
-			}
-		case stCount, stBulkLen:
-			if b == '\r' && s.digits > 0 {
-				if s.neg && s.num == 0 {
-					return dst, &errProtocol{"invalid multibulk length"}
-				}
-				s.state++ // the matching LF state
-				if s.state == stCountLF {
-					s.header = append(s.header, b)
-				} else {
-					dst = append(dst, b)
-				}
-				continue
-			}
-			if b == '-' && s.state == stCount && s.digits == 0 && !s.neg {
-				s.neg = true
-				s.header = append(s.header, b)
-				continue
-			}
-			if b < '0' || b > '9' || (s.digits == 1 && s.num == 0) || (s.neg && s.digits == 18) {
-				if s.state == stCount {
-					return dst, &errProtocol{"invalid multibulk length"}
-				}
-				return dst, &errProtocol{"invalid bulk length"}
-			}
-			s.num = s.num*10 + int(b-'0')
-			s.digits++
-			if !s.neg {
-				if err := s.checkLength(); err != nil {
-					return dst, err
-				}
-			}
-			if s.state == stCount {
-				s.header = append(s.header, b)
-			} else {
-				dst = append(dst, b)
-			}
-		case stCountLF:
-			if b != '\n' {
-				return dst, &errProtocol{"invalid multibulk length"}
-			}
-			if s.neg || s.num == 0 {
-				s.state = stStart // Redis ignores an empty or negative multibulk
-				continue
-			}
-			dst = append(append(dst, s.header...), b)
-			s.args, s.state = s.num, stDollar
-		case stDollar:
-			if b != '$' {
-				return dst, &errProtocol{"expected '$', got '" + printable(b) + "'"}
-			}
-			dst = append(dst, b)
-			s.state, s.num, s.digits, s.neg = stBulkLen, 0, 0, false
-		case stBulkLenLF:
-			if b != '\n' {
-				return dst, &errProtocol{"invalid bulk length"}
-			}
-			dst = append(dst, b)
-			s.left, s.state = s.num, stBulkData
-			if s.left == 0 {
-				s.state = stBulkCR
-			}
-		case stBulkData:
-			n := min(s.left, len(p)-i)
-			dst = append(dst, p[i:i+n]...)
-			s.left -= n
-			i += n - 1
-			if s.left == 0 {
-				s.state = stBulkCR
-			}
-		case stBulkCR:
-			if b != '\r' {
-				return dst, &errProtocol{"invalid bulk format"}
-			}
-			dst = append(dst, b)
-			s.state = stBulkLF
-		case stBulkLF:
-			if b != '\n' {
-				return dst, &errProtocol{"invalid bulk format"}
-			}
-			dst = append(dst, b)
-			s.args--
-			s.state = stDollar
-			if s.args == 0 {
-				s.state = stStart
-			}
+			return num, neg, i + 2, nil
+		}
+		if c < '0' || c > '9' || (digits == 1 && num == 0) || (neg && digits == 18) {
+			return 0, false, 0, malformed
+		}
+		num = num*10 + int(c-'0')
+		digits++
+		if !neg && num > limit {
+			return 0, false, 0, overLimit
 		}
 	}
-	return dst, nil
+	return 0, false, 0, nil
 }
 
-// appendMultiBulk writes args as a RESP multibulk request.
-func appendMultiBulk(dst []byte, args [][]byte) []byte {
+// parseInline reads an inline (telnet) command line up to its '\n'.
+func (p *frameParser) parseInline(b []byte) (args [][]byte, n int, err *errProtocol) {
+	scan := b[:min(len(b), p.lim.MaxInline+1)]
+	end := bytes.IndexByte(scan, '\n')
+	if end < 0 {
+		if len(scan) > p.lim.MaxInline {
+			return nil, 0, errInlineTooBig
+		}
+		return nil, 0, nil
+	}
+	line := bytes.TrimSuffix(b[:end], []byte{'\r'})
+	if cap(p.inline) < len(line) || cap(p.inline) > keptInline && len(line) <= keptInline {
+		// Room for the line; a long line's buffer is not kept for the
+		// connection's life.
+		p.inline = make([]byte, 0, max(len(line), 64))
+	}
+	var ok bool
+	p.inline, args, ok = appendSplitArgs(p.inline[:0], p.args[:0], line)
+	p.args = args
+	if !ok {
+		return nil, 0, errUnbalancedQuotes
+	}
+	if len(args) > p.lim.MaxArgs {
+		return nil, 0, errMultibulkLength
+	}
 	if len(args) == 0 {
-		return dst
+		args = nil
 	}
-	dst = strconv.AppendInt(append(dst, '*'), int64(len(args)), 10)
-	dst = append(dst, '\r', '\n')
-	for _, a := range args {
-		dst = strconv.AppendInt(append(dst, '$'), int64(len(a)), 10)
-		dst = append(append(append(dst, '\r', '\n'), a...), '\r', '\n')
-	}
-	return dst
+	return args, end + 1, nil
 }
 
-// splitArgs splits an inline command line as Redis's sdssplitargs does:
-// arguments separated by spaces, tabs, CR or LF; "double quotes" with the
-// escapes \xHH \n \r \t \b \a and \<any>; 'single quotes' with \'; a
+// splitArgs splits an inline command line as Redis's sdssplitargs does;
+// see appendSplitArgs.
+func splitArgs(line []byte) (args [][]byte, ok bool) {
+	_, args, ok = appendSplitArgs(make([]byte, 0, len(line)), nil, line)
+	return args, ok
+}
+
+// appendSplitArgs splits an inline command line as Redis's sdssplitargs
+// does: arguments separated by spaces, tabs, CR or LF; "double quotes" with
+// the escapes \xHH \n \r \t \b \a and \<any>; 'single quotes' with \'; a
 // closing quote must be followed by a space or the end. The line ends at a
 // NUL byte, as the C string Redis parses does. ok is false for unbalanced
-// quotes.
-func splitArgs(line []byte) (args [][]byte, ok bool) {
+// quotes. The arguments' bytes are appended to buf and args point into it:
+// buf must have room for len(line) more bytes, which is never exceeded (an
+// argument is never longer than its text), so buf is never reallocated
+// under args.
+func appendSplitArgs(buf []byte, args [][]byte, line []byte) ([]byte, [][]byte, bool) {
 	if i := bytes.IndexByte(line, 0); i >= 0 {
 		line = line[:i]
 	}
-	isSpace := func(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f' }
 	at := func(i int) byte { // the C string's byte, NUL past the end
 		if i < len(line) {
 			return line[i]
@@ -231,9 +220,9 @@ func splitArgs(line []byte) (args [][]byte, ok bool) {
 			i++
 		}
 		if i >= len(line) {
-			return args, true
+			return buf, args, true
 		}
-		cur := []byte{}
+		start := len(buf)
 		inDouble, inSingle := false, false
 		for done := false; !done; {
 			c := at(i)
@@ -241,48 +230,35 @@ func splitArgs(line []byte) (args [][]byte, ok bool) {
 			case inDouble:
 				switch {
 				case c == 0:
-					return nil, false
+					return buf, args, false
 				case c == '\\' && at(i+1) == 'x' && isHex(at(i+2)) && isHex(at(i+3)):
-					cur = append(cur, unhex(at(i+2))<<4|unhex(at(i+3)))
+					buf = append(buf, unhex(at(i+2))<<4|unhex(at(i+3)))
 					i += 3
 				case c == '\\' && at(i+1) != 0:
 					i++
-					e := line[i]
-					switch e {
-					case 'n':
-						e = '\n'
-					case 'r':
-						e = '\r'
-					case 't':
-						e = '\t'
-					case 'b':
-						e = '\b'
-					case 'a':
-						e = '\a'
-					}
-					cur = append(cur, e)
+					buf = append(buf, unescape(line[i]))
 				case c == '"':
 					if n := at(i + 1); n != 0 && !isSpace(n) {
-						return nil, false
+						return buf, args, false
 					}
 					done = true
 				default:
-					cur = append(cur, c)
+					buf = append(buf, c)
 				}
 			case inSingle:
 				switch {
 				case c == 0:
-					return nil, false
+					return buf, args, false
 				case c == '\\' && at(i+1) == '\'':
 					i++
-					cur = append(cur, '\'')
+					buf = append(buf, '\'')
 				case c == '\'':
 					if n := at(i + 1); n != 0 && !isSpace(n) {
-						return nil, false
+						return buf, args, false
 					}
 					done = true
 				default:
-					cur = append(cur, c)
+					buf = append(buf, c)
 				}
 			default:
 				switch c {
@@ -293,15 +269,36 @@ func splitArgs(line []byte) (args [][]byte, ok bool) {
 				case '\'':
 					inSingle = true
 				default:
-					cur = append(cur, c)
+					buf = append(buf, c)
 				}
 			}
 			if i < len(line) {
 				i++
 			}
 		}
-		args = append(args, cur)
+		args = append(args, buf[start:len(buf):len(buf)])
 	}
+}
+
+func isSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'
+}
+
+// unescape is the byte a backslash escape inside double quotes stands for.
+func unescape(e byte) byte {
+	switch e {
+	case 'n':
+		return '\n'
+	case 'r':
+		return '\r'
+	case 't':
+		return '\t'
+	case 'b':
+		return '\b'
+	case 'a':
+		return '\a'
+	}
+	return e
 }
 
 func isHex(c byte) bool {
@@ -318,105 +315,9 @@ func unhex(c byte) byte {
 	return c - 'a' + 10
 }
 
-// checkLength refuses a count or length as soon as its digits pass the
-// limit, so no number ever overflows.
-func (s *frameScanner) checkLength() *errProtocol {
-	preAuth := s.authed != nil && !s.authed()
-	if s.state == stCount {
-		if preAuth && s.num > s.lim.PreAuthArgs {
-			return &errProtocol{"unauthenticated multibulk length"}
-		}
-		if s.num > s.lim.MaxArgs {
-			return &errProtocol{"invalid multibulk length"}
-		}
-		return nil
-	}
-	if preAuth && s.num > s.lim.PreAuthBulk {
-		return &errProtocol{"unauthenticated bulk length"}
-	}
-	if s.num > s.lim.MaxBulk {
-		return &errProtocol{"invalid bulk length"}
-	}
-	return nil
-}
-
 func printable(b byte) string {
 	if b >= ' ' && b <= '~' {
 		return string(rune(b))
 	}
 	return "\\x" + string("0123456789abcdef"[b>>4]) + string("0123456789abcdef"[b&15])
-}
-
-// guardConn sits between the socket and redcon's reader. It hands on only
-// what the scanner passed; at a refused byte it lets redcon answer the
-// complete commands before it, then writes "-ERR Protocol error: ..." and
-// ends the connection.
-type guardConn struct {
-	net.Conn
-	scanner  frameScanner
-	authed   atomic.Bool
-	out      []byte // bytes passed by the scanner
-	pos      int    // how many of them redcon has read
-	readErr  error  // the socket's error, once out is drained
-	refused  *errProtocol
-	onRefuse func(error)
-}
-
-func newGuardConn(c net.Conn, lim Limits, needAuth bool, onRefuse func(error)) *guardConn {
-	g := &guardConn{Conn: c, onRefuse: onRefuse}
-	g.authed.Store(!needAuth)
-	g.scanner = frameScanner{lim: lim, authed: g.authed.Load}
-	return g
-}
-
-// Read implements net.Conn for redcon's reader. It reads the socket into
-// p, scans that into out, and copies out back into p.
-func (g *guardConn) Read(p []byte) (int, error) {
-	for g.pos == len(g.out) {
-		switch {
-		case g.refused != nil:
-			return g.refuse()
-		case g.readErr != nil:
-			return 0, g.readErr
-		}
-		n, err := g.Conn.Read(p)
-		g.out, g.refused = g.scanner.scan(g.out[:0], p[:n])
-		g.pos, g.readErr = 0, err
-	}
-	n := copy(p, g.out[g.pos:])
-	g.pos += n
-	return n, nil
-}
-
-// refuse runs once redcon has answered and flushed everything before the
-// refused byte (it flushes before it reads again).
-func (g *guardConn) refuse() (int, error) {
-	if g.onRefuse != nil {
-		g.onRefuse(g.refused)
-		g.onRefuse = nil
-	}
-	g.Conn.SetWriteDeadline(time.Now().Add(time.Second))
-	g.Conn.Write([]byte("-ERR " + g.refused.Error() + "\r\n"))
-	// Closing with unread input would reset the connection, and the reset
-	// can overtake the error on its way to the client: end our side, then
-	// read what the client already sent, for a bounded time and size.
-	if cw, ok := g.Conn.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
-		g.Conn.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
-		io.Copy(io.Discard, io.LimitReader(g.Conn, 1<<20))
-	}
-	return 0, errGuardClosed
-}
-
-// guardListener wraps every accepted connection in a guardConn.
-type guardListener struct {
-	net.Listener
-	wrap func(net.Conn) net.Conn
-}
-
-func (l guardListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return l.wrap(c), nil
 }

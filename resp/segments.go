@@ -59,7 +59,7 @@ func (s *Server) requestTimeout() time.Duration {
 func init() {
 	for _, d := range []*command{
 		{name: "nextseg", arity: 3, keys: oneKey, flags: []string{"write", "fast"}, summary: "Reserve n contiguous values of a tag: [first, last]", handler: cmdNextSeg},
-		{name: "incr", arity: 2, keys: oneKey, flags: []string{"write", "fast"}, summary: "The next value of a tag", handler: cmdIncr},
+		{name: "incr", arity: 2, keys: oneKey, flags: []string{"write", "fast"}, summary: "The next value of a tag", handler: cmdIncr, run: runIncr, runArgs: 2},
 		{name: "incrby", arity: 3, keys: oneKey, flags: []string{"write", "fast"}, summary: "Reserve n values of a tag, return the last", handler: cmdIncrBy},
 		{name: "get", arity: 2, keys: oneKey, flags: []string{"readonly", "fast"}, summary: "A tag's cluster-wide allocation high-water", handler: cmdGet},
 		{name: "set", arity: -3, keys: oneKey, flags: []string{"write"}, summary: "Set a tag: every later value is above v (refused below a value already issued); NX, XX, GET as Redis", handler: cmdSet},

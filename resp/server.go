@@ -99,16 +99,16 @@ func New(cfg Config, ids IDSource) *Server {
 		cmdStats: make([]commandStats, len(commandTable)), errorsByCode: make([]atomic.Int64, len(ErrorCodes))}
 }
 
-// client is one connection's state. Its own goroutine (redcon's, for the
-// connection) reads and writes it; CLIENT LIST on another connection reads
-// what it shows under mu (proto, name, libName, libVer, written under mu)
-// and through lastCmd, so that it never reads a string being written.
+// client is one connection's state. Its own goroutine (serveConn) reads
+// and writes it; CLIENT LIST on another connection reads what it shows
+// under mu (proto, name, libName, libVer, written under mu) and through
+// lastCmd, so that it never reads a string being written.
 type client struct {
 	id      int64
-	conn    *guardConn
+	conn    *connection
 	addr    string
 	created time.Time
-	authed  bool
+	authed  bool // also lifts the pre-AUTH frame limits
 
 	mu      sync.Mutex
 	proto   int // 2 or 3
@@ -121,6 +121,7 @@ type client struct {
 	timed   int                    // commands answered, for latency sampling
 	errors  int64                  // error replies written on this connection
 	ids     []int64                // reused reply buffer
+	tag     string                 // the last tag a run of INCRs named, kept so that the next run allocates none
 	tx      txState                // MULTI ... EXEC
 }
 
@@ -129,14 +130,25 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
 	s.ln = ln
 	s.mu.Unlock()
-	needAuth := s.cfg.Password != ""
-	guarded := guardListener{Listener: ln, wrap: func(c net.Conn) net.Conn {
-		return newGuardConn(c, s.cfg.Limits, needAuth, func(err error) {
-			s.errorsByCode[len(ErrorCodes)-1].Add(1) // PROTOCOL
-			s.cfg.Logger.Debug("protocol error, closing connection", "remote", c.RemoteAddr().String(), "err", err)
-		})
-	}}
-	return redcon.Serve(guarded, s.handle, s.accept, s.closed)
+	defer s.closeClients()
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			// Out of file descriptors, or the like: wait rather than spin.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.cfg.Logger.Warn("accept failed", "err", err, "retry_in", backoff)
+			time.Sleep(backoff)
+			continue
+		}
+		backoff = 0
+		if c := s.accept(nc); c != nil {
+			go s.serveConn(c, c.conn)
+		}
+	}
 }
 
 // Close stops accepting and closes every connection.
@@ -149,16 +161,27 @@ func (s *Server) Close() error {
 	return s.ln.Close()
 }
 
-func (s *Server) accept(conn redcon.Conn) bool {
+// closeClients closes every connection once Serve stops.
+func (s *Server) closeClients() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.clients {
+		c.conn.nc.Close()
+	}
+}
+
+// accept registers a new connection, or refuses it at --maxclients.
+func (s *Server) accept(nc net.Conn) *client {
+	cn := &connection{nc: nc, addr: nc.RemoteAddr().String()}
 	c := &client{
 		id:      s.nextClientID.Add(1),
-		conn:    conn.NetConn().(*guardConn),
-		addr:    conn.RemoteAddr(),
+		conn:    cn,
+		addr:    cn.addr,
 		created: time.Now(),
 		proto:   2,
 		authed:  s.cfg.Password == "",
 	}
-	conn.SetContext(c)
+	cn.SetContext(c)
 	s.stats.connections.Add(1)
 	s.mu.Lock()
 	full := len(s.clients) >= s.cfg.MaxClients
@@ -167,22 +190,14 @@ func (s *Server) accept(conn redcon.Conn) bool {
 	}
 	s.mu.Unlock()
 	if full {
-		// Redis's words; redcon flushes them as it closes the connection.
 		if n := s.stats.rejected.Add(1); n == 1 || n%1000 == 0 {
 			s.cfg.Logger.Warn("refusing connections: --maxclients reached", "maxclients", s.cfg.MaxClients, "refused_so_far", n)
 		}
-		conn.WriteError("ERR max number of clients reached")
-		return false
+		cn.WriteError("ERR max number of clients reached") // Redis's words
+		cn.Close()
+		return nil
 	}
-	return true
-}
-
-func (s *Server) closed(conn redcon.Conn, err error) {
-	if c, ok := conn.Context().(*client); ok {
-		s.mu.Lock()
-		delete(s.clients, c)
-		s.mu.Unlock()
-	}
+	return c
 }
 
 // connectedClients counts open connections.
@@ -192,33 +207,81 @@ func (s *Server) connectedClients() int {
 	return len(s.clients)
 }
 
-func (s *Server) handle(conn redcon.Conn, cmd redcon.Command) {
-	c := conn.Context().(*client)
-	var lower [24]byte
-	name := cmd.Args[0]
-	var def *command
-	if len(name) <= len(lower) {
-		for i, b := range name {
-			if 'A' <= b && b <= 'Z' {
-				b += 'a' - 'A'
-			}
-			lower[i] = b
-		}
-		def = commandTable[string(lower[:len(name)])]
+// lookup finds a command by its name in any case; nil when unknown. The
+// table is a map; this index in front of it costs no hashing of the name:
+// a few candidates by length and first and last letters, compared in
+// place.
+func lookup(name []byte) *command {
+	if len(name) == 0 {
+		return nil
 	}
+	for _, def := range commandIndex()[nameSlot(name)] {
+		if len(def.name) == len(name) && equalFoldASCII(name, def.name) {
+			return def
+		}
+	}
+	return nil
+}
+
+// nameSlot is a command name's slot in the index, the same for any case.
+func nameSlot(name []byte) int {
+	return (len(name)*7 + int(name[0]|0x20)*3 + int(name[len(name)-1]|0x20)) & 63
+}
+
+// equalFoldASCII reports whether b is lower, ignoring the case of b's
+// ASCII letters (lower is lower case).
+func equalFoldASCII(b []byte, lower string) bool {
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// commandIndex is commandTable by nameSlot, built once, after every file's
+// table rows are in.
+var commandIndex = sync.OnceValue(func() (index [64][]*command) {
+	for _, name := range sortedCommandNames() {
+		slot := nameSlot([]byte(name))
+		index[slot] = append(index[slot], commandTable[name])
+	}
+	return index
+})
+
+// handle answers the command in frame, whose arguments are args. rest is
+// what follows the frame in the read buffer: a run of the same ID command
+// there is answered with it (see run.go), and handle returns how many bytes
+// of rest that took.
+func (s *Server) handle(c *client, cn *connection, p *frameParser, args [][]byte, frame, rest []byte) int {
+	def := lookup(args[0])
 	switch {
 	case def == nil:
-		s.refuse(c, conn, unknownCommand(cmd.Args))
-	case !def.arityOK(len(cmd.Args)): // before NOAUTH, as Redis checks
-		s.refuse(c, conn, wrongArity(def.name))
+		s.refuse(c, cn, unknownCommand(args))
+	case !def.arityOK(len(args)): // before NOAUTH, as Redis checks
+		s.refuse(c, cn, wrongArity(def.name))
 	case !c.authed && !def.beforeAuth:
-		s.refuse(c, conn, "NOAUTH Authentication required.")
+		s.refuse(c, cn, "NOAUTH Authentication required.")
 	case !def.whileLoading && !s.isReady():
-		s.refuse(c, conn, "LOADING idserver is starting: waiting for its worker ID and a Raft leader")
+		s.refuse(c, cn, "LOADING idserver is starting: waiting for its worker ID and a Raft leader")
 	case c.tx.active && !notQueued[def.name]:
-		s.queue(c, conn, def, cmd.Args)
+		s.queue(c, cn, def, args)
+	case def.run != nil && len(args) == def.runArgs:
+		return s.dispatchRun(c, cn, p, def, args, frame, rest)
 	default:
-		s.dispatch(c, conn, def, cmd.Args)
+		s.dispatch(c, cn, def, args)
+	}
+	return 0
+}
+
+// setLastCmd records the command being answered for CLIENT LIST; most
+// commands repeat the previous one, which costs no store.
+func (c *client) setLastCmd(name *string) {
+	if c.lastCmd.Load() != name {
+		c.lastCmd.Store(name)
 	}
 }
 
@@ -251,7 +314,7 @@ func (s *Server) dispatch(c *client, conn redcon.Conn, def *command, args [][]by
 		name := def.name + "|" + strings.ToLower(string(args[1]))
 		c.lastCmd.Store(&name)
 	} else {
-		c.lastCmd.Store(&def.name)
+		c.setLastCmd(&def.name)
 	}
 	errorsBefore := c.errors
 	st := &s.cmdStats[def.index]
@@ -307,7 +370,6 @@ func (s *Server) checkPassword(user, pass []byte) bool {
 // setAuthed marks the client authenticated, lifting the pre-auth limits.
 func (c *client) setAuthed() {
 	c.authed = true
-	c.conn.authed.Store(true)
 }
 
 // unknownCommand is Redis 7's message, args quoted and cut as Redis does.

@@ -61,10 +61,21 @@ func (s *Server) queue(c *client, conn redcon.Conn, def *command, args [][]byte)
 		s.errorReply(conn, "ERR transaction too large: at most 100000 commands and 16 MiB queued")
 		return
 	}
-	// redcon gives each command its own copy of the arguments, so they can be kept.
-	c.tx.queue = append(c.tx.queue, queuedCommand{def: def, args: args})
+	// The arguments point into the connection's read buffer: keep a copy.
+	c.tx.queue = append(c.tx.queue, queuedCommand{def: def, args: cloneArgs(args, size)})
 	c.tx.bytes += size
 	conn.WriteString("QUEUED")
+}
+
+// cloneArgs copies args (size bytes in all) into one allocation.
+func cloneArgs(args [][]byte, size int) [][]byte {
+	buf := make([]byte, 0, size)
+	out := make([][]byte, len(args))
+	for i, a := range args {
+		buf = append(buf, a...)
+		out[i] = buf[len(buf)-len(a) : len(buf) : len(buf)]
+	}
+	return out
 }
 
 func cmdMulti(s *Server, c *client, conn redcon.Conn, args [][]byte) {
@@ -135,7 +146,6 @@ func cmdReset(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	c.mu.Unlock()
 	if s.cfg.Password != "" {
 		c.authed = false
-		c.conn.authed.Store(false)
 	}
 	conn.WriteString("RESET")
 }

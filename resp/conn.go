@@ -1,0 +1,185 @@
+package resp
+
+import (
+	"io"
+	"net"
+	"time"
+
+	"github.com/tidwall/redcon"
+)
+
+// One parse, one write: each connection has a goroutine that reads into a
+// buffer it keeps, parses every complete frame in place (frameParser, which
+// is also the guard), answers each into one output buffer, and writes that
+// buffer once per read. Nothing is copied or allocated per command. redcon
+// is kept for what it does well, its reply encoding: every reply is
+// appended with redcon's Append functions, so the bytes are the ones
+// redcon's server wrote before.
+
+const (
+	readBufferSize = 4 << 10   // a connection's read buffer to begin with
+	keptBufferSize = 64 << 10  // a larger read or write buffer is let go once drained
+	flushAt        = 256 << 10 // replies written out before a read's commands are all answered
+)
+
+// connection is the wire side of a client: the socket and the replies not
+// yet written. It is the redcon.Conn the handlers write to; only its own
+// goroutine uses it, except Close from Server.Close.
+type connection struct {
+	nc     net.Conn
+	addr   string
+	ctx    any
+	out    []byte // replies not yet written
+	err    error  // the first write error; nothing is written after it
+	closed bool   // Close was called: answer nothing more
+}
+
+var _ redcon.Conn = (*connection)(nil)
+
+// flush writes the replies so far.
+func (cn *connection) flush() error {
+	if len(cn.out) == 0 || cn.err != nil {
+		cn.out = cn.out[:0]
+		return cn.err
+	}
+	_, cn.err = cn.nc.Write(cn.out)
+	if cap(cn.out) > keptBufferSize {
+		cn.out = nil
+	} else {
+		cn.out = cn.out[:0]
+	}
+	return cn.err
+}
+
+// Close writes what was answered and closes the connection (QUIT). The
+// serve loop answers nothing after it.
+func (cn *connection) Close() error {
+	if cn.closed {
+		return nil
+	}
+	cn.flush()
+	cn.closed = true
+	return cn.nc.Close()
+}
+
+// RemoteAddr is the client's address, as CLIENT LIST shows it.
+func (cn *connection) RemoteAddr() string { return cn.addr }
+
+// LocalAddr is the address the client connected to.
+func (cn *connection) LocalAddr() net.Addr { return cn.nc.LocalAddr() }
+
+// NetConn is the socket (or TLS connection).
+func (cn *connection) NetConn() net.Conn { return cn.nc }
+
+// Context and SetContext hold the connection's *client.
+func (cn *connection) Context() any     { return cn.ctx }
+func (cn *connection) SetContext(v any) { cn.ctx = v }
+
+// The reply writers append to the output buffer.
+
+func (cn *connection) WriteError(msg string)       { cn.out = redcon.AppendError(cn.out, msg) }
+func (cn *connection) WriteString(str string)      { cn.out = redcon.AppendString(cn.out, str) }
+func (cn *connection) WriteBulk(bulk []byte)       { cn.out = redcon.AppendBulk(cn.out, bulk) }
+func (cn *connection) WriteBulkString(bulk string) { cn.out = redcon.AppendBulkString(cn.out, bulk) }
+func (cn *connection) WriteInt(num int)            { cn.out = redcon.AppendInt(cn.out, int64(num)) }
+func (cn *connection) WriteInt64(num int64)        { cn.out = redcon.AppendInt(cn.out, num) }
+func (cn *connection) WriteUint64(num uint64)      { cn.out = redcon.AppendUint(cn.out, num) }
+func (cn *connection) WriteArray(count int)        { cn.out = redcon.AppendArray(cn.out, count) }
+func (cn *connection) WriteNull()                  { cn.out = redcon.AppendNull(cn.out) }
+func (cn *connection) WriteRaw(data []byte)        { cn.out = append(cn.out, data...) }
+func (cn *connection) WriteAny(v any)              { cn.out = redcon.AppendAny(cn.out, v) }
+
+// WriteBulkFrom writes n bytes of rb as a bulk string.
+func (cn *connection) WriteBulkFrom(n int64, rb io.Reader) {
+	b := make([]byte, n)
+	if _, err := io.ReadFull(rb, b); err != nil {
+		cn.err = err
+		return
+	}
+	cn.WriteBulk(b)
+}
+
+// The rest of redcon.Conn, which the serve loop does not need: the loop
+// parses frame by frame and runs nothing after Close, so there is no
+// pipeline read ahead to hand out or drop.
+
+func (cn *connection) SetReadBuffer(int)              {}
+func (cn *connection) Detach() redcon.DetachedConn    { return nil }
+func (cn *connection) ReadPipeline() []redcon.Command { return nil }
+func (cn *connection) PeekPipeline() []redcon.Command { return nil }
+
+// serveConn runs a connection until it closes: read, answer every complete
+// frame, write once.
+func (s *Server) serveConn(c *client, cn *connection) {
+	defer func() {
+		cn.nc.Close()
+		s.mu.Lock()
+		delete(s.clients, c)
+		s.mu.Unlock()
+	}()
+	p := frameParser{lim: s.cfg.Limits}
+	buf := make([]byte, readBufferSize)
+	start, end := 0, 0 // buf[start:end] is read and not yet parsed
+	for {
+		if end == len(buf) {
+			if start > 0 {
+				end = copy(buf, buf[start:end])
+				start = 0
+			} else {
+				// One frame fills the buffer: the guard has bounded its
+				// lengths, so it grows at most to the largest frame allowed.
+				grown := make([]byte, 2*len(buf))
+				copy(grown, buf)
+				buf = grown
+			}
+		}
+		n, readErr := cn.nc.Read(buf[end:])
+		end += n
+		for start < end && !cn.closed {
+			args, used, refused := p.parse(buf[start:end], !c.authed)
+			if refused != nil {
+				s.refuseFrame(cn, refused)
+				return
+			}
+			if used == 0 {
+				break // an incomplete frame: read more
+			}
+			frame := buf[start : start+used]
+			start += used
+			if args != nil {
+				start += s.handle(c, cn, &p, args, frame, buf[start:end])
+			}
+			if len(cn.out) >= flushAt && cn.flush() != nil {
+				return
+			}
+		}
+		if cn.closed || cn.flush() != nil || readErr != nil {
+			return
+		}
+		if start == end {
+			start, end = 0, 0
+			if len(buf) > keptBufferSize {
+				buf = make([]byte, readBufferSize)
+			}
+		}
+	}
+}
+
+// refuseFrame answers a frame the guard refused, after the replies to the
+// commands before it, and ends the connection.
+func (s *Server) refuseFrame(cn *connection, refused *errProtocol) {
+	s.errorsByCode[len(ErrorCodes)-1].Add(1) // PROTOCOL
+	s.cfg.Logger.Debug("protocol error, closing connection", "remote", cn.addr, "err", refused)
+	cn.out = redcon.AppendError(cn.out, "ERR "+refused.Error())
+	cn.nc.SetWriteDeadline(time.Now().Add(time.Second))
+	if cn.flush() != nil {
+		return
+	}
+	// Closing with unread input would reset the connection, and the reset
+	// can overtake the error on its way to the client: end our side, then
+	// read what the client already sent, for a bounded time and size.
+	if cw, ok := cn.nc.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
+		cn.nc.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		io.Copy(io.Discard, io.LimitReader(cn.nc, 1<<20))
+	}
+}

@@ -21,20 +21,42 @@ type command struct {
 	whileLoading bool
 	flags        []string
 	keys         [3]int // first key, last key (-1: the last argument), step; zero: no key
-	subcommands  bool   // CLIENT, COMMAND, CONFIG, CLUSTER: named "client|list" in CLIENT LIST
-	summary      string
-	handler      func(s *Server, c *client, conn redcon.Conn, args [][]byte)
+	// subs are the subcommands and their arities (CLIENT, COMMAND, CONFIG,
+	// CLUSTER): named "client|list" in CLIENT LIST, checked by subError.
+	subs    map[string]int
+	summary string
+	handler func(s *Server, c *client, conn redcon.Conn, args [][]byte)
 	// run answers a run of the command with runArgs arguments (name
 	// included) at once: see run.go. nil: one at a time.
 	run     runFunc
 	runArgs int
 }
 
-func (d *command) arityOK(n int) bool {
-	if d.arity < 0 {
-		return n >= -d.arity
+func (d *command) arityOK(n int) bool { return arityOK(d.arity, n) }
+
+func arityOK(arity, n int) bool {
+	if arity < 0 {
+		return n >= -arity
 	}
-	return n == d.arity
+	return n == arity
+}
+
+// subError is Redis's error for an unknown subcommand of d or a wrong
+// number of arguments to it, "" when args are fine. Inside MULTI it is
+// checked while queueing, so that EXEC aborts, as in Redis.
+func (d *command) subError(args [][]byte) string {
+	if d.subs == nil || len(args) < 2 {
+		return ""
+	}
+	sub := strings.ToLower(string(args[1]))
+	arity, known := d.subs[sub]
+	switch {
+	case !known:
+		return "ERR unknown subcommand '" + clip(args[1], 128) + "'. Try " + strings.ToUpper(d.name) + " HELP."
+	case !arityOK(arity, len(args)):
+		return wrongArity(d.name + "|" + sub)
+	}
+	return ""
 }
 
 // MaxCount is the largest count NEXTID and GENEID take.
@@ -58,9 +80,9 @@ func init() {
 		{name: "hello", arity: -1, whileLoading: true, beforeAuth: true, flags: []string{"fast"}, summary: "Handshake: protocol version, AUTH, SETNAME", handler: cmdHello},
 		{name: "auth", arity: -2, whileLoading: true, beforeAuth: true, flags: []string{"fast"}, summary: "Authenticate the connection", handler: cmdAuth},
 		{name: "select", arity: 2, whileLoading: true, flags: []string{"fast"}, summary: "Select database 0 (the only one)", handler: cmdSelect},
-		{name: "client", arity: -2, subcommands: true, whileLoading: true, flags: []string{"slow"}, summary: "Connection commands", handler: cmdClient},
-		{name: "command", arity: -1, subcommands: true, whileLoading: true, flags: []string{"slow"}, summary: "Describe the commands", handler: cmdCommand},
-		{name: "config", arity: -2, subcommands: true, whileLoading: true, flags: []string{"slow"}, summary: "Read configuration parameters", handler: cmdConfig},
+		{name: "client", arity: -2, subs: map[string]int{"id": 2, "getname": 2, "setname": 3, "info": 2, "list": -2, "setinfo": 4, "no-evict": 3, "no-touch": 3}, whileLoading: true, flags: []string{"slow"}, summary: "Connection commands", handler: cmdClient},
+		{name: "command", arity: -1, subs: map[string]int{"count": 2, "info": -2, "docs": -2}, whileLoading: true, flags: []string{"slow"}, summary: "Describe the commands", handler: cmdCommand},
+		{name: "config", arity: -2, subs: map[string]int{"get": -3, "set": -4, "resetstat": 2}, whileLoading: true, flags: []string{"slow"}, summary: "Read configuration parameters", handler: cmdConfig},
 		{name: "info", arity: -1, whileLoading: true, flags: []string{"slow"}, summary: "Server information and statistics", handler: cmdInfo},
 		{name: "reset", arity: 1, beforeAuth: true, whileLoading: true, flags: []string{"fast"}, summary: "Reset the connection: transaction, protocol, name, AUTH", handler: cmdReset},
 		{name: "multi", arity: 1, whileLoading: true, flags: []string{"fast"}, summary: "Start a transaction", handler: cmdMulti},
@@ -354,18 +376,7 @@ func validClientName(name []byte) bool {
 }
 
 func cmdClient(s *Server, c *client, conn redcon.Conn, args [][]byte) {
-	sub := strings.ToLower(string(args[1]))
-	arity := map[string]int{"id": 2, "getname": 2, "setname": 3, "info": 2, "list": -2, "setinfo": 4, "no-evict": 3, "no-touch": 3}
-	want, known := arity[sub]
-	if !known {
-		s.errorReply(conn, "ERR unknown subcommand '"+clip(args[1], 128)+"'. Try CLIENT HELP.")
-		return
-	}
-	if (want > 0 && len(args) != want) || (want < 0 && len(args) < -want) {
-		s.errorReply(conn, wrongArity("client|"+sub))
-		return
-	}
-	switch sub {
+	switch sub := strings.ToLower(string(args[1])); sub {
 	case "id":
 		conn.WriteInt64(c.id)
 	case "getname":
@@ -407,6 +418,10 @@ func cmdClient(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	case "list":
 		s.clientList(c, conn, args[2:])
 	case "no-evict", "no-touch":
+		if on := strings.ToLower(string(args[2])); on != "on" && on != "off" {
+			s.errorReply(conn, "ERR syntax error")
+			return
+		}
 		conn.WriteString("OK")
 	}
 }
@@ -521,8 +536,6 @@ func cmdCommand(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 			conn.WriteBulkString("complexity")
 			conn.WriteBulkString("O(1)")
 		}
-	default:
-		s.errorReply(conn, "ERR unknown subcommand '"+clip(args[1], 128)+"'. Try COMMAND HELP.")
 	}
 }
 
@@ -571,10 +584,6 @@ func (s *Server) configValues() map[string]string {
 func cmdConfig(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	switch strings.ToLower(string(args[1])) {
 	case "get":
-		if len(args) < 3 {
-			s.errorReply(conn, wrongArity("config|get"))
-			return
-		}
 		values := s.configValues()
 		var keys []string
 		for k := range values {
@@ -595,8 +604,6 @@ func cmdConfig(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 		conn.WriteString("OK")
 	case "set":
 		s.errorReply(conn, "ERR CONFIG SET is not supported: idserver is configured by flags at start")
-	default:
-		s.errorReply(conn, "ERR unknown subcommand '"+clip(args[1], 128)+"'. Try CONFIG HELP.")
 	}
 }
 

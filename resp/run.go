@@ -70,21 +70,19 @@ func (s *Server) dispatchRun(c *client, cn *connection, p *frameParser, def *com
 	// latencySample; a sampled command of a run is given the run's
 	// time divided by its length.
 	var began time.Time
-	sampled := (c.timed+n)/latencySample - c.timed/latencySample
-	if sampled > 0 {
+	if before := st.calls.Load(); (before+int64(n))/latencySample > before/latencySample {
 		began = time.Now()
 	}
 	done := def.run(s, c, cn, key, n)
 	if done > 0 {
-		if sampled = (c.timed+done)/latencySample - c.timed/latencySample; sampled > 0 {
+		after := st.calls.Add(int64(done))
+		if sampled := after/latencySample - (after-int64(done))/latencySample; sampled > 0 && !began.IsZero() {
 			each := time.Since(began) / time.Duration(done)
 			for range sampled {
 				st.observe(each)
 			}
 		}
-		c.timed += done
 		s.stats.commands.Add(int64(done))
-		st.calls.Add(int64(done))
 		if c.errors != errorsBefore {
 			st.errors.Add(1)
 		}

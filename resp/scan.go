@@ -12,7 +12,12 @@ import (
 // MATCH filters them afterwards, so a page can be empty before the end;
 // cursor "0" ends the scan.
 func cmdScan(s *Server, c *client, conn redcon.Conn, args [][]byte) {
-	cursor, err := strconv.ParseUint(string(args[1]), 10, 64)
+	// As Redis's strtoull: "-n" is 2^64-n, a cursor past every tag.
+	text, negative := strings.CutPrefix(string(args[1]), "-")
+	cursor, err := strconv.ParseUint(text, 10, 64)
+	if negative {
+		cursor = -cursor
+	}
 	if err != nil {
 		s.errorReply(conn, "ERR invalid cursor")
 		return

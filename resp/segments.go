@@ -71,7 +71,7 @@ func init() {
 		{name: "decr", arity: 2, keys: oneKey, flags: []string{"write"}, summary: "Refused: values never go back", handler: cmdNeverBack},
 		{name: "decrby", arity: 3, keys: oneKey, flags: []string{"write"}, summary: "Refused: values never go back", handler: cmdNeverBack},
 		{name: "del", arity: -2, keys: allKeys, flags: []string{"write"}, summary: "Refused: values never go back", handler: cmdNeverBack},
-		{name: "cluster", arity: -2, subcommands: true, flags: []string{"admin"}, summary: "INFO, LEADER, JOIN, FORGET", handler: cmdCluster},
+		{name: "cluster", arity: -2, subs: map[string]int{"info": 2, "leader": 2, "join": 5, "forget": 3}, flags: []string{"admin"}, summary: "INFO, LEADER, JOIN, FORGET", handler: cmdCluster},
 	} {
 		commandTable[d.name] = d
 	}
@@ -82,7 +82,13 @@ func init() {
 func (s *Server) clusterError(conn redcon.Conn, err error) {
 	switch {
 	case errors.Is(err, engine.ErrNoLeader), errors.Is(err, context.DeadlineExceeded):
-		s.errorReply(conn, "TRYAGAIN no leader reachable for this request; try again")
+		// The cluster's words after its sentinel's say why, when there
+		// are any (a FORGET of the leader: leadership is moving).
+		msg := "no leader reachable for this request; try again"
+		if why, ok := strings.CutPrefix(err.Error(), engine.ErrNoLeader.Error()+": "); ok && why != "" {
+			msg += " (" + why + ")"
+		}
+		s.errorReply(conn, "TRYAGAIN "+msg)
 	case errors.Is(err, engine.ErrOverflow):
 		s.errorReply(conn, "ERR increment or decrement would overflow")
 	default:
@@ -247,6 +253,10 @@ func (s *Server) set(conn redcon.Conn, tag, value []byte, cond string) (old int6
 		s.errorReply(conn, errNotInteger)
 		return 0, false, false, false
 	}
+	if v < 0 {
+		s.errorReply(conn, "ERR value is out of range: a tag's values are not negative")
+		return 0, false, false, false
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.requestTimeout())
 	defer cancel()
 	old, existed, err := s.cfg.Cluster.Set(ctx, string(tag), v, cond)
@@ -315,16 +325,6 @@ func cmdCluster(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 		return
 	}
 	sub := strings.ToLower(string(args[1]))
-	arity := map[string]int{"info": 2, "leader": 2, "join": 5, "forget": 3}
-	want, known := arity[sub]
-	if !known {
-		s.errorReply(conn, "ERR unknown subcommand '"+clip(args[1], 128)+"'. Try CLUSTER HELP.")
-		return
-	}
-	if len(args) != want {
-		s.errorReply(conn, wrongArity("cluster|"+sub))
-		return
-	}
 	cl := s.cfg.Cluster
 	ctx, cancel := context.WithTimeout(context.Background(), s.requestTimeout())
 	defer cancel()

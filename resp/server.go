@@ -118,7 +118,6 @@ type client struct {
 
 	lastCmd atomic.Pointer[string] // the command's name, as CLIENT LIST shows it
 	cmd     int                    // index of the command being answered
-	timed   int                    // commands answered, for latency sampling
 	errors  int64                  // error replies written on this connection
 	ids     []int64                // reused reply buffer
 	tag     string                 // the last tag a run of INCRs named, kept so that the next run allocates none
@@ -258,11 +257,21 @@ var commandIndex = sync.OnceValue(func() (index [64][]*command) {
 // of rest that took.
 func (s *Server) handle(c *client, cn *connection, p *frameParser, args [][]byte, frame, rest []byte) int {
 	def := lookup(args[0])
+	var subErr string // an unknown subcommand or its arity: refused as Redis refuses an unknown command
+	if def != nil && def.subs != nil {
+		subErr = def.subError(args)
+	}
 	switch {
 	case def == nil:
 		s.refuse(c, cn, unknownCommand(args))
+	case !def.arityOK(len(args)) && def.name == "exec":
+		// Redis discards the transaction, inside MULTI or not.
+		c.tx.reset()
+		s.errorReply(cn, "EXECABORT Transaction discarded because of: wrong number of arguments for 'exec' command")
 	case !def.arityOK(len(args)): // before NOAUTH, as Redis checks
 		s.refuse(c, cn, wrongArity(def.name))
+	case subErr != "":
+		s.refuse(c, cn, subErr)
 	case !c.authed && !def.beforeAuth:
 		s.refuse(c, cn, "NOAUTH Authentication required.")
 	case !def.whileLoading && !s.isReady():
@@ -310,7 +319,7 @@ func (s *Server) refuse(c *client, conn redcon.Conn, msg string) {
 func (s *Server) dispatch(c *client, conn redcon.Conn, def *command, args [][]byte) {
 	s.stats.commands.Add(1)
 	c.cmd = def.index
-	if def.subcommands && len(args) > 1 {
+	if def.subs != nil && len(args) > 1 {
 		name := def.name + "|" + strings.ToLower(string(args[1]))
 		c.lastCmd.Store(&name)
 	} else {
@@ -318,8 +327,7 @@ func (s *Server) dispatch(c *client, conn redcon.Conn, def *command, args [][]by
 	}
 	errorsBefore := c.errors
 	st := &s.cmdStats[def.index]
-	st.calls.Add(1)
-	if c.timed++; c.timed%latencySample == 0 {
+	if st.calls.Add(1)%latencySample == 0 {
 		start := time.Now()
 		def.handler(s, c, conn, args)
 		st.observe(time.Since(start))

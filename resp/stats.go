@@ -16,7 +16,7 @@ var LatencyBounds = []time.Duration{
 // ErrorCodes are the error reply codes counted one by one; others count as ERR.
 var ErrorCodes = []string{"ERR", "CLOCKBACK", "TRYAGAIN", "NOAUTH", "WRONGPASS", "NOPROTO", "PROTOCOL"}
 
-// latencySample: one command in this many (per connection) is timed. A
+// latencySample: one call in this many, of each command, is timed. A
 // clock read costs about as much as issuing an ID, so timing every command
 // would cost a tenth of the server's time; calls are still counted exactly.
 const latencySample = 16

@@ -201,6 +201,14 @@ var diffScripts = []diffScript{
 		cmd("UNWATCH"),
 		cmd("MULTI"), cmd("INCR t1"), cmd("RESET"), cmd("EXEC"), cmd("INCR t1"), cmd("RESET x"),
 		cmd("CLIENT SETNAME n"), cmd("RESET"), cmd("CLIENT GETNAME"),
+		// Subcommand errors while queueing abort EXEC; EXEC with arguments
+		// discards the transaction, inside MULTI or not.
+		cmd("MULTI"), cmd("INCR t3"), cmd("CLIENT NOSUCH"), cmd("EXEC"), cmd("EXISTS t3"),
+		cmd("MULTI"), cmd("INCR t3"), cmd("CLIENT SETNAME"), cmd("EXEC"),
+		cmd("MULTI"), cmd("INCR t3"), cmd("CONFIG GET"), cmd("EXEC"), cmd("EXISTS t3"),
+		cmd("MULTI"), cmd("INCR t4"), cmd("EXEC x"), cmd("INCR t4"), cmd("EXEC"), cmd("EXEC x"),
+		cmd("CLIENT NO-EVICT maybe"), cmd("CLIENT NO-EVICT on"), cmd("SCAN -1 MATCH x"), cmd("SCAN 1x"),
+		skip("SET t5 -5"), // a tag's values are not negative
 	}},
 	{name: "resp3", steps: []diffStep{
 		skip("HELLO 3"), // server name, version and client id are idserver's

@@ -43,9 +43,17 @@ type tcpNetwork struct {
 func (n tcpNetwork) Dial(addr string, timeout time.Duration) (net.Conn, error) {
 	d := &net.Dialer{Timeout: timeout}
 	if n.conf != nil {
-		return tls.DialWithDialer(d, "tcp", addr, n.conf)
+		return tls.DialWithDialer(d, "tcp", addr, n.conf) // a self-connection fails its handshake and closes
 	}
-	return d.Dial("tcp", addr)
+	c, err := d.Dial("tcp", addr)
+	if err == nil && c.LocalAddr().String() == c.RemoteAddr().String() {
+		// A peer's port in the ephemeral range, while nothing listens
+		// there, can connect to itself (TCP simultaneous open): the
+		// connection would keep the port from the peer when it restarts.
+		c.Close()
+		return nil, fmt.Errorf("dial %s: connected to itself (nothing listens there)", addr)
+	}
+	return c, err
 }
 
 // mux routes the streams accepted on the Raft port. A Raft stream is taken

@@ -80,9 +80,9 @@ func init() {
 		{name: "hello", arity: -1, whileLoading: true, beforeAuth: true, flags: []string{"fast"}, summary: "Handshake: protocol version, AUTH, SETNAME", handler: cmdHello},
 		{name: "auth", arity: -2, whileLoading: true, beforeAuth: true, flags: []string{"fast"}, summary: "Authenticate the connection", handler: cmdAuth},
 		{name: "select", arity: 2, whileLoading: true, flags: []string{"fast"}, summary: "Select database 0 (the only one)", handler: cmdSelect},
-		{name: "client", arity: -2, subs: map[string]int{"id": 2, "getname": 2, "setname": 3, "info": 2, "list": -2, "setinfo": 4, "no-evict": 3, "no-touch": 3}, whileLoading: true, flags: []string{"slow"}, summary: "Connection commands", handler: cmdClient},
-		{name: "command", arity: -1, subs: map[string]int{"count": 2, "info": -2, "docs": -2}, whileLoading: true, flags: []string{"slow"}, summary: "Describe the commands", handler: cmdCommand},
-		{name: "config", arity: -2, subs: map[string]int{"get": -3, "set": -4, "resetstat": 2}, whileLoading: true, flags: []string{"slow"}, summary: "Read configuration parameters", handler: cmdConfig},
+		{name: "client", arity: -2, subs: map[string]int{"help": 2, "id": 2, "getname": 2, "setname": 3, "info": 2, "list": -2, "setinfo": 4, "no-evict": 3, "no-touch": 3}, whileLoading: true, flags: []string{"slow"}, summary: "Connection commands", handler: cmdClient},
+		{name: "command", arity: -1, subs: map[string]int{"help": 2, "count": 2, "info": -2, "docs": -2}, whileLoading: true, flags: []string{"slow"}, summary: "Describe the commands", handler: cmdCommand},
+		{name: "config", arity: -2, subs: map[string]int{"help": 2, "get": -3, "set": -4, "resetstat": 2}, whileLoading: true, flags: []string{"slow"}, summary: "Read configuration parameters", handler: cmdConfig},
 		{name: "info", arity: -1, whileLoading: true, flags: []string{"slow"}, summary: "Server information and statistics", handler: cmdInfo},
 		{name: "reset", arity: 1, beforeAuth: true, whileLoading: true, flags: []string{"fast"}, summary: "Reset the connection: transaction, protocol, name, AUTH", handler: cmdReset},
 		{name: "multi", arity: 1, whileLoading: true, flags: []string{"fast"}, summary: "Start a transaction", handler: cmdMulti},
@@ -504,8 +504,14 @@ func cmdCommand(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	case "count":
 		conn.WriteInt(len(commandTable))
 	case "info":
-		conn.WriteArray(len(args) - 2)
-		for _, a := range args[2:] {
+		names := args[2:]
+		if len(names) == 0 { // every command, as Redis 7.0
+			for _, n := range sortedCommandNames() {
+				names = append(names, []byte(n))
+			}
+		}
+		conn.WriteArray(len(names))
+		for _, a := range names {
 			if d := commandTable[strings.ToLower(string(a))]; d != nil {
 				writeCommandInfo(conn, d)
 			} else {
@@ -620,3 +626,21 @@ func b2i(b bool) int {
 	}
 	return 0
 }
+
+// helpCommand answers CLIENT HELP, CONFIG HELP, COMMAND HELP and CLUSTER
+// HELP: the command's subcommands, one status line each, as Redis lists
+// them (without Redis's descriptions).
+var helpCommand = &command{name: "help", handler: func(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+	name := strings.ToUpper(string(args[0]))
+	def := commandTable[strings.ToLower(name)]
+	subs := make([]string, 0, len(def.subs))
+	for sub := range def.subs {
+		subs = append(subs, strings.ToUpper(sub))
+	}
+	sort.Strings(subs)
+	conn.WriteArray(len(subs) + 1)
+	conn.WriteString(name + " <subcommand> [<arg> [value] [opt] ...]. Subcommands are:")
+	for _, sub := range subs {
+		conn.WriteString(sub)
+	}
+}}

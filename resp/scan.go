@@ -12,8 +12,11 @@ import (
 // MATCH filters them afterwards, so a page can be empty before the end;
 // cursor "0" ends the scan.
 func cmdScan(s *Server, c *client, conn redcon.Conn, args [][]byte) {
-	// As Redis's strtoull: "-n" is 2^64-n, a cursor past every tag.
+	// As Redis's strtoull: "+n" is n, "-n" is 2^64-n (a cursor past every tag).
 	text, negative := strings.CutPrefix(string(args[1]), "-")
+	if !negative {
+		text, _ = strings.CutPrefix(text, "+")
+	}
 	cursor, err := strconv.ParseUint(text, 10, 64)
 	if negative {
 		cursor = -cursor

@@ -71,7 +71,7 @@ func init() {
 		{name: "decr", arity: 2, keys: oneKey, flags: []string{"write"}, summary: "Refused: values never go back", handler: cmdNeverBack},
 		{name: "decrby", arity: 3, keys: oneKey, flags: []string{"write"}, summary: "Refused: values never go back", handler: cmdNeverBack},
 		{name: "del", arity: -2, keys: allKeys, flags: []string{"write"}, summary: "Refused: values never go back", handler: cmdNeverBack},
-		{name: "cluster", arity: -2, subs: map[string]int{"info": 2, "leader": 2, "join": 5, "forget": 3}, flags: []string{"admin"}, summary: "INFO, LEADER, JOIN, FORGET", handler: cmdCluster},
+		{name: "cluster", arity: -2, subs: map[string]int{"help": 2, "info": 2, "leader": 2, "join": 5, "forget": 3}, flags: []string{"admin"}, summary: "INFO, LEADER, JOIN, FORGET", handler: cmdCluster},
 	} {
 		commandTable[d.name] = d
 	}

@@ -327,6 +327,9 @@ func (s *Server) dispatch(c *client, conn redcon.Conn, def *command, args [][]by
 	}
 	errorsBefore := c.errors
 	st := &s.cmdStats[def.index]
+	if def.subs != nil && len(args) == 2 && strings.EqualFold(string(args[1]), "help") {
+		def = helpCommand
+	}
 	if st.calls.Add(1)%latencySample == 0 {
 		start := time.Now()
 		def.handler(s, c, conn, args)

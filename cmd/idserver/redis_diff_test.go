@@ -207,7 +207,7 @@ var diffScripts = []diffScript{
 		cmd("MULTI"), cmd("INCR t3"), cmd("CLIENT SETNAME"), cmd("EXEC"),
 		cmd("MULTI"), cmd("INCR t3"), cmd("CONFIG GET"), cmd("EXEC"), cmd("EXISTS t3"),
 		cmd("MULTI"), cmd("INCR t4"), cmd("EXEC x"), cmd("INCR t4"), cmd("EXEC"), cmd("EXEC x"),
-		cmd("CLIENT NO-EVICT maybe"), cmd("CLIENT NO-EVICT on"), cmd("SCAN -1 MATCH x"), cmd("SCAN 1x"),
+		cmd("CLIENT NO-EVICT maybe"), cmd("CLIENT NO-EVICT on"), cmd("SCAN -1 MATCH x"), cmd("SCAN +0 MATCH nosuch COUNT 1000"), cmd("SCAN 1x"),
 		skip("SET t5 -5"), // a tag's values are not negative
 	}},
 	{name: "resp3", steps: []diffStep{

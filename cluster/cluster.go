@@ -405,6 +405,9 @@ func (c *Cluster) watchRole() {
 				c.log.Warn("cannot store the cluster identity yet", "err", err)
 			}
 		}
+		if c.IsLeader() {
+			c.promoteCaughtUp()
+		}
 	}
 }
 
@@ -703,8 +706,18 @@ func (c *Cluster) join(ctx context.Context, node, raftAddr, respAddr string) (Jo
 		}
 	}
 	if member {
-		// A member that restarted, perhaps on new addresses.
-		if m.RaftAddr != raftAddr {
+		// A member that restarted, perhaps on new addresses. One that is
+		// not a voter (it joined but was not promoted: killed while it
+		// caught up, or the leader changed) is promoted once caught up.
+		switch voter := c.isVoter(node); {
+		case !voter && node != c.cfg.NodeID:
+			if err := c.raft.AddNonvoter(raft.ServerID(node), raft.ServerAddress(raftAddr), 0, c.timing.Apply).Error(); err != nil {
+				return JoinResult{}, fmt.Errorf("%w: add non-voter: %v", ErrNoLeader, err)
+			}
+			if err := c.promote(ctx, node, raftAddr, c.raft.LastIndex()); err != nil {
+				return JoinResult{}, err
+			}
+		case m.RaftAddr != raftAddr:
 			if err := c.raft.AddVoter(raft.ServerID(node), raft.ServerAddress(raftAddr), 0, c.timing.Apply).Error(); err != nil {
 				return JoinResult{}, fmt.Errorf("%w: add voter: %v", ErrNoLeader, err)
 			}
@@ -724,11 +737,14 @@ func (c *Cluster) join(ctx context.Context, node, raftAddr, respAddr string) (Jo
 		if _, err := c.call(ctx, raftAddr, &request{Op: opAdmit}); err != nil {
 			return refuse("it did not accept this cluster (%v)", err)
 		}
-		if err := c.raft.AddVoter(raft.ServerID(node), raft.ServerAddress(raftAddr), 0, c.timing.Apply).Error(); err != nil {
-			return JoinResult{}, fmt.Errorf("%w: add voter: %v", ErrNoLeader, err)
+		// A non-voter first: while it catches up, and if it dies before it
+		// has, it counts towards no majority, so a joiner killed mid-join
+		// cannot take the quorum away (a voter that never answers would).
+		if err := c.raft.AddNonvoter(raft.ServerID(node), raft.ServerAddress(raftAddr), 0, c.timing.Apply).Error(); err != nil {
+			return JoinResult{}, fmt.Errorf("%w: add non-voter: %v", ErrNoLeader, err)
 		}
 	}
-	resp, err := c.apply(newEntry(entryJoin).string(node).string(raftAddr).string(respAddr).
+	resp, index, err := c.applyIndex(newEntry(entryJoin).string(node).string(raftAddr).string(respAddr).
 		varint(c.nowMS()).varint(c.cfg.WorkerLease.Milliseconds()))
 	if err != nil {
 		return JoinResult{}, err
@@ -736,14 +752,75 @@ func (c *Cluster) join(ctx context.Context, node, raftAddr, respAddr string) (Jo
 	jr := resp.(joinResult)
 	if jr.Err != nil {
 		if node != c.cfg.NodeID {
-			// Leave the configuration as it was: no stray voter.
+			// Leave the configuration as it was: no stray server.
 			c.raft.RemoveServer(raft.ServerID(node), 0, c.timing.Apply)
 		}
 		return JoinResult{}, jr.Err
 	}
+	if node != c.cfg.NodeID {
+		// It is a member now, whatever follows: a failed promotion is
+		// retried by the leader (promoteCaughtUp) and at its next check-in.
+		if err := c.promote(ctx, node, raftAddr, index); err != nil {
+			c.log.Warn("member joined as a non-voter; it is promoted once it has caught up", "node", node, "err", err)
+		}
+	}
 	c.log.Info("member joined", "node", node, "worker", jr.Worker, "raft", raftAddr, "resp", respAddr,
 		"start_above_ms", jr.StartAboveMS, "lease_end_ms", jr.LeaseEndMS)
 	return JoinResult{Worker: jr.Worker, StartAboveMS: jr.StartAboveMS, LeaseEndMS: jr.LeaseEndMS}, nil
+}
+
+// isVoter reports whether node is a voter in the latest Raft configuration.
+func (c *Cluster) isVoter(node string) bool {
+	cf := c.raft.GetConfiguration()
+	if cf.Error() != nil {
+		return false
+	}
+	for _, s := range cf.Configuration().Servers {
+		if s.ID == raft.ServerID(node) {
+			return s.Suffrage == raft.Voter
+		}
+	}
+	return false
+}
+
+// promote makes node, a non-voter, a voter once it has applied index (it
+// caught up with the log that made it a member), so that it counts towards
+// a majority only when it can take part in one.
+func (c *Cluster) promote(ctx context.Context, node, raftAddr string, index uint64) error {
+	wctx, cancel := context.WithTimeout(ctx, c.timing.Confirm)
+	_, err := c.call(wctx, raftAddr, &request{Op: opApplied, Index: index})
+	cancel()
+	if err != nil {
+		return fmt.Errorf("%w: node %s has not caught up to index %d yet: %v", ErrNoLeader, node, index, err)
+	}
+	if err := c.raft.AddVoter(raft.ServerID(node), raft.ServerAddress(raftAddr), 0, c.timing.Apply).Error(); err != nil {
+		return fmt.Errorf("%w: add voter: %v", ErrNoLeader, err)
+	}
+	c.log.Info("member promoted to voter", "node", node, "index", index)
+	return nil
+}
+
+// promoteCaughtUp promotes the non-voting members that have caught up: a
+// joiner whose promotion failed (it was slow, or the leader changed) is not
+// left out of the majority for good.
+func (c *Cluster) promoteCaughtUp() {
+	cf := c.raft.GetConfiguration()
+	if cf.Error() != nil {
+		return
+	}
+	for _, s := range cf.Configuration().Servers {
+		if s.Suffrage == raft.Voter {
+			continue
+		}
+		if _, member := c.fsm.member(string(s.ID)); !member {
+			continue // a joiner not yet a member, or a stray: its join or FORGET decides
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*c.timing.Election)
+		if err := c.promote(ctx, string(s.ID), string(s.Address), c.raft.LastIndex()); err != nil {
+			c.log.Debug("non-voting member not promoted yet", "node", s.ID, "err", err)
+		}
+		cancel()
+	}
 }
 
 // identity is what this node says of itself to a node checking a join.

@@ -405,11 +405,17 @@ func (r *Result) Table(w io.Writer) {
 	fmt.Fprintln(tw, "fault\tinjected\t")
 	total := 0
 	for _, k := range sortedKinds(r.Faults) {
+		if k == KRepair {
+			continue
+		}
 		fmt.Fprintf(tw, "%s\t%d\t\n", k, r.Faults[k])
 		total += r.Faults[k]
 	}
 	fmt.Fprintf(tw, "total\t%d\t\n", total)
 	tw.Flush()
+	if n := r.Faults[KRepair]; n > 0 {
+		fmt.Fprintf(w, "(and %d operator repairs before a fault or at the heal: a slot restarted, a refused restart given a new node ID, a stale member forgotten)\n", n)
+	}
 	fmt.Fprintln(w)
 	v := r.Verdict
 	if v == nil {

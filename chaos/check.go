@@ -494,7 +494,7 @@ func tagModel(init tagState) porcupine.Model {
 func (c *checker) linearizable(timeout time.Duration) {
 	byTag := map[string][]*Op{}
 	for _, op := range c.h.Ops {
-		if op.Outcome == OK && op.Kind != KNextID && op.Kind != KGeneID {
+		if op.Outcome == OK && (isAlloc(op.Kind) || op.Kind == KSet || op.Kind == KGet) {
 			byTag[op.Key] = append(byTag[op.Key], op)
 		}
 	}

@@ -363,6 +363,7 @@ func (nm *nemesis) forgetLive(ctx context.Context, n *node, f Fault, ev *FaultEv
 // (a replaced disk), which the spec says is refused.
 func (nm *nemesis) wipeRejoin(n *node, sameID, forgetAfter bool, ev *FaultEvent) {
 	c := nm.c
+	defer func() { ev.Detail = strings.TrimSuffix(ev.Detail, "; ") }()
 	other := nm.liveOther(n.slot)
 	if other < 0 {
 		ev.Detail = "no other member running"

@@ -182,7 +182,11 @@ func (w *workload) client(ctx context.Context, id, slot int) {
 		}
 		var op *Op
 		if spec.kind == KExec || spec.kind == KDiscard {
-			op = w.doTx(rc, p, id, slot, spec, rng)
+			queued := make([]opSpec, spec.n)
+			for i := range queued {
+				queued[i] = drawQueued(rng, w.step)
+			}
+			op = w.doTx(rc, p, id, slot, spec.kind, queued)
 		} else {
 			op = w.do(rc, p, id, slot, spec)
 		}
@@ -324,18 +328,18 @@ func (w *workload) settle(op *Op, r reply) {
 	}
 }
 
-// doTx sends MULTI, spec.n commands drawn from rng, and EXEC (or DISCARD),
+// doTx sends MULTI, the queued commands, and EXEC (or DISCARD, by kind),
 // pipelined, and records the transaction and, for EXEC, each queued command
 // as an op of its own with EXEC's reply for it: acknowledged when EXEC's
 // array holds a value for it, refused when it holds an error or EXEC
 // aborted, unknown when EXEC's answer did not come. The commands' times are
 // the transaction's: sent with MULTI, answered with EXEC.
-func (w *workload) doTx(rc *respConn, p *proc, client, slot int, spec opSpec, rng *rand.Rand) *Op {
-	head := &Op{Client: client, Slot: slot, Node: p.nodeID, Proc: p.gen, Conn: rc.id, Kind: spec.kind, Tx: w.txs.Add(1)}
+func (w *workload) doTx(rc *respConn, p *proc, client, slot int, kind Kind, queued []opSpec) *Op {
+	head := &Op{Client: client, Slot: slot, Node: p.nodeID, Proc: p.gen, Conn: rc.id, Kind: kind, Tx: w.txs.Add(1)}
 	var ops []*Op
 	cmds := [][]string{{"MULTI"}}
-	for range spec.n {
-		op, args := w.prepare(rc, p, client, slot, drawQueued(rng, w.step))
+	for _, spec := range queued {
+		op, args := w.prepare(rc, p, client, slot, spec)
 		if op == nil {
 			continue
 		}
@@ -344,7 +348,7 @@ func (w *workload) doTx(rc *respConn, p *proc, client, slot int, spec opSpec, rn
 		cmds = append(cmds, args)
 	}
 	head.N = int64(len(ops))
-	if spec.kind == KExec {
+	if kind == KExec {
 		cmds = append(cmds, []string{"EXEC"})
 	} else {
 		cmds = append(cmds, []string{"DISCARD"})
@@ -388,8 +392,8 @@ func (w *workload) doTx(rc *respConn, p *proc, client, slot int, spec opSpec, rn
 	}
 	last := replies[len(replies)-1]
 	switch {
-	case spec.kind == KDiscard && last.kind == '+' && last.str == "OK":
-	case spec.kind == KDiscard:
+	case kind == KDiscard && last.kind == '+' && last.str == "OK":
+	case kind == KDiscard:
 		return bad(last)
 	case last.isError() && strings.HasPrefix(last.str, "EXECABORT"):
 		head.Outcome, head.Err = Refused, "-"+last.str

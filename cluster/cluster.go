@@ -770,24 +770,38 @@ func (c *Cluster) join(ctx context.Context, node, raftAddr, respAddr string) (Jo
 }
 
 // isVoter reports whether node is a voter in the latest Raft configuration.
-func (c *Cluster) isVoter(node string) bool {
+func (c *Cluster) isVoter(node string) bool { return c.suffrageOf(node) == "voter" }
+
+// suffrage is this node's standing in its latest Raft configuration.
+func (c *Cluster) suffrage() string { return c.suffrageOf(c.cfg.NodeID) }
+
+// suffrageOf is node's standing in the latest Raft configuration this node
+// knows: voter, nonvoter, staging, or none.
+func (c *Cluster) suffrageOf(node string) string {
 	cf := c.raft.GetConfiguration()
 	if cf.Error() != nil {
-		return false
+		return "none"
 	}
 	for _, s := range cf.Configuration().Servers {
 		if s.ID == raft.ServerID(node) {
-			return s.Suffrage == raft.Voter
+			return strings.ToLower(s.Suffrage.String())
 		}
 	}
-	return false
+	return "none"
 }
 
 // promote makes node, a non-voter, a voter once it has applied index (it
 // caught up with the log that made it a member), so that it counts towards
-// a majority only when it can take part in one.
+// a majority only when it can take part in one. It waits for that as long as
+// ctx allows, less two election timeouts kept for the promotion itself and
+// the answer (a joiner catching up on a loaded machine takes seconds, and
+// until it is promoted the cluster has one voter fewer than it shows).
 func (c *Cluster) promote(ctx context.Context, node, raftAddr string, index uint64) error {
-	wctx, cancel := context.WithTimeout(ctx, c.timing.Confirm)
+	wctx, cancel := context.WithTimeout(ctx, c.timing.Call)
+	if dl, ok := ctx.Deadline(); ok {
+		cancel()
+		wctx, cancel = context.WithDeadline(ctx, dl.Add(-2*c.timing.Election))
+	}
 	_, err := c.call(wctx, raftAddr, &request{Op: opApplied, Index: index})
 	cancel()
 	if err != nil {
@@ -815,7 +829,8 @@ func (c *Cluster) promoteCaughtUp() {
 		if _, member := c.fsm.member(string(s.ID)); !member {
 			continue // a joiner not yet a member, or a stray: its join or FORGET decides
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*c.timing.Election)
+		// promote keeps two election timeouts of this for itself.
+		ctx, cancel := context.WithTimeout(context.Background(), 4*c.timing.Election)
 		if err := c.promote(ctx, string(s.ID), string(s.Address), c.raft.LastIndex()); err != nil {
 			c.log.Debug("non-voting member not promoted yet", "node", s.ID, "err", err)
 		}
@@ -996,6 +1011,7 @@ type Status struct {
 	Leader          string // RESP address
 	Term            string
 	Members         []MemberStatus
+	Suffrage        string // in this node's latest Raft configuration: voter, nonvoter (a joiner not yet promoted) or none
 	AppliedIndex    uint64
 	CommitIndex     string
 	RaftAddr        string
@@ -1014,7 +1030,7 @@ func (c *Cluster) Status() Status {
 	return Status{
 		NodeID: c.cfg.NodeID, ClusterID: c.ClusterID(), Worker: worker, LeaseEndMS: c.fsm.lease(c.cfg.NodeID),
 		Role: st["state"], LeaderID: string(leaderID), Leader: leader, Term: st["term"],
-		Members: c.fsm.memberList(), AppliedIndex: c.fsm.applied(), CommitIndex: st["commit_index"],
+		Members: c.fsm.memberList(), Suffrage: c.suffrage(), AppliedIndex: c.fsm.applied(), CommitIndex: st["commit_index"],
 		RaftAddr: c.RaftAddr(), AppliesProposed: c.applies.Load(),
 	}
 }
@@ -1043,6 +1059,7 @@ func (s Status) Pairs() [][2]string {
 		{"term", s.Term},
 		{"members", fmt.Sprint(len(s.Members))},
 		{"member_list", strings.Join(list, ",")},
+		{"raft_suffrage", s.Suffrage},
 		{"applied_index", fmt.Sprint(s.AppliedIndex)},
 		{"commit_index", s.CommitIndex},
 		{"raft_addr", s.RaftAddr},

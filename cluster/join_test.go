@@ -143,7 +143,7 @@ func TestJoinerCutOffMidJoinKeepsTheQuorum(t *testing.T) {
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		info, _ := n1.rdb.Do(ctx, "CLUSTER", "INFO").Text()
-		if strings.Contains(info, "n4=") {
+		if strings.Contains(info, "n4=") && strings.Contains(info, "\r\nraft_suffrage:voter\r\n") {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -160,9 +160,13 @@ func TestJoinerCutOffMidJoinKeepsTheQuorum(t *testing.T) {
 		t.Fatalf("the joiner did not finish its start once back: %v", err)
 	}
 	nodes = append(nodes, n4)
-	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(logs.String(), `msg="member promoted to voter" node=n4`); time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		info, _ := n4.rdb.Do(ctx, "CLUSTER", "INFO").Text()
+		if strings.Contains(info, "\r\nraft_suffrage:voter\r\n") {
+			break
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("n4 was never promoted:\n%s", logs)
+			t.Fatalf("n4 was never promoted:\n%s\n%s", info, logs)
 		}
 	}
 	// Voters n1, n2, n4: stopping n2 leaves a majority with n4 in it.

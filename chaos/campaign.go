@@ -93,6 +93,32 @@ func (c *campaign) setClock(n *node, d time.Duration) error {
 	return nil
 }
 
+// isVoter says whether n's process counts itself a voter (CLUSTER INFO
+// raft_suffrage; a binary without the field counts as one).
+func (c *campaign) isVoter(n *node) bool {
+	p := n.running()
+	if p == nil {
+		return false
+	}
+	info, err := clusterInfo(p.addr)
+	if err != nil {
+		return false
+	}
+	s, ok := info["raft_suffrage"]
+	return !ok || s == "voter"
+}
+
+// waitVoter waits until n counts itself a voter: a joiner is a non-voter
+// until the leader saw it catch up.
+func (c *campaign) waitVoter(n *node, wait time.Duration) error {
+	for deadline := time.Now().Add(wait); !c.isVoter(n); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s is not a voter %v after the repair began", n.nodeID, wait)
+		}
+	}
+	return nil
+}
+
 // ghostClient issues NEXTID, GENEID and INCR on one process (a forgotten
 // node, or a joiner that should have been refused) until ctx ends.
 func (c *campaign) ghostClient(ctx context.Context, slot int, p *proc, ghost string) {

@@ -472,6 +472,19 @@ func (nm *nemesis) repair() []string {
 		}
 		did = append(did, fmt.Sprintf("%s refused to start (%s): forgotten, rejoined as %s", old, firstLine(err.Error()), n.nodeID))
 	}
+	// A joiner is a non-voter until it has caught up: the next fault
+	// waits for it, or the cluster would have a voter fewer than it shows.
+	for _, n := range c.pm.slots() {
+		if n.running() == nil || c.isVoter(n) {
+			continue
+		}
+		waited := time.Now()
+		if err := c.waitVoter(n, 30*time.Second); err != nil {
+			problems = append(problems, err.Error())
+		} else {
+			did = append(did, fmt.Sprintf("waited %v for %s to be promoted to voter", time.Since(waited).Round(time.Millisecond), n.nodeID))
+		}
+	}
 	stale, err := nm.staleMembers()
 	if err != nil {
 		problems = append(problems, "member list: "+err.Error())
@@ -496,9 +509,17 @@ func (nm *nemesis) repair() []string {
 // node is.
 func (nm *nemesis) staleMembers() ([]string, error) {
 	c := nm.c
-	info, err := clusterInfo(c.pm.node(nm.leader()).respAddr())
-	if err != nil {
-		return nil, err
+	var info map[string]string
+	for _, n := range c.pm.slots() {
+		if p := n.running(); p != nil {
+			if i, err := clusterInfo(p.addr); err == nil && i["role"] == "Leader" {
+				info = i
+				break
+			}
+		}
+	}
+	if info == nil {
+		return nil, fmt.Errorf("no node leads")
 	}
 	current := map[string]bool{}
 	for _, n := range c.pm.slots() {

@@ -714,9 +714,7 @@ func (c *Cluster) join(ctx context.Context, node, raftAddr, respAddr string) (Jo
 			if err := c.raft.AddNonvoter(raft.ServerID(node), raft.ServerAddress(raftAddr), 0, c.timing.Apply).Error(); err != nil {
 				return JoinResult{}, fmt.Errorf("%w: add non-voter: %v", ErrNoLeader, err)
 			}
-			if err := c.promote(ctx, node, raftAddr, c.raft.LastIndex()); err != nil {
-				return JoinResult{}, err
-			}
+			go c.promoteWhenCaughtUp(node, raftAddr, c.raft.LastIndex())
 		case m.RaftAddr != raftAddr:
 			if err := c.raft.AddVoter(raft.ServerID(node), raft.ServerAddress(raftAddr), 0, c.timing.Apply).Error(); err != nil {
 				return JoinResult{}, fmt.Errorf("%w: add voter: %v", ErrNoLeader, err)
@@ -758,11 +756,11 @@ func (c *Cluster) join(ctx context.Context, node, raftAddr, respAddr string) (Jo
 		return JoinResult{}, jr.Err
 	}
 	if node != c.cfg.NodeID {
-		// It is a member now, whatever follows: a failed promotion is
-		// retried by the leader (promoteCaughtUp) and at its next check-in.
-		if err := c.promote(ctx, node, raftAddr, index); err != nil {
-			c.log.Warn("member joined as a non-voter; it is promoted once it has caught up", "node", node, "err", err)
-		}
+		// The join answers now, as fast as it did when the joiner was
+		// added as a voter at once: a joiner whose answer is late retries
+		// (its read times out after 3 s), and is refused as a member with
+		// an empty directory.
+		go c.promoteWhenCaughtUp(node, raftAddr, index)
 	}
 	c.log.Info("member joined", "node", node, "worker", jr.Worker, "raft", raftAddr, "resp", respAddr,
 		"start_above_ms", jr.StartAboveMS, "lease_end_ms", jr.LeaseEndMS)
@@ -790,20 +788,31 @@ func (c *Cluster) suffrageOf(node string) string {
 	return "none"
 }
 
-// promote makes node, a non-voter, a voter once it has applied index (it
-// caught up with the log that made it a member), so that it counts towards
-// a majority only when it can take part in one. It waits for that as long as
-// ctx allows, less two election timeouts kept for the promotion itself and
-// the answer (a joiner catching up on a loaded machine takes seconds, and
-// until it is promoted the cluster has one voter fewer than it shows).
-func (c *Cluster) promote(ctx context.Context, node, raftAddr string, index uint64) error {
-	wctx, cancel := context.WithTimeout(ctx, c.timing.Call)
-	if dl, ok := ctx.Deadline(); ok {
-		cancel()
-		wctx, cancel = context.WithDeadline(ctx, dl.Add(-2*c.timing.Election))
+// promoteWhenCaughtUp promotes a member that joined as a non-voter once
+// it has applied index, waiting up to a node-to-node call's budget; after
+// that the leader's promoteCaughtUp keeps trying. Until then the node shows
+// raft_suffrage:nonvoter in CLUSTER INFO.
+func (c *Cluster) promoteWhenCaughtUp(node, raftAddr string, index uint64) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timing.Call)
+	defer cancel()
+	go func() {
+		select {
+		case <-c.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if err := c.promote(ctx, node, raftAddr, index); err != nil {
+		c.log.Warn("member not promoted yet: it stays a non-voter until it has caught up", "node", node, "err", err)
 	}
-	_, err := c.call(wctx, raftAddr, &request{Op: opApplied, Index: index})
-	cancel()
+}
+
+// promote makes node, a non-voter, a voter once it has applied index (it
+// caught up with the log that made it a member), waiting for that as long
+// as ctx allows, so that it counts towards a majority only when it can
+// take part in one.
+func (c *Cluster) promote(ctx context.Context, node, raftAddr string, index uint64) error {
+	_, err := c.call(ctx, raftAddr, &request{Op: opApplied, Index: index})
 	if err != nil {
 		return fmt.Errorf("%w: node %s has not caught up to index %d yet: %v", ErrNoLeader, node, index, err)
 	}
@@ -829,8 +838,7 @@ func (c *Cluster) promoteCaughtUp() {
 		if _, member := c.fsm.member(string(s.ID)); !member {
 			continue // a joiner not yet a member, or a stray: its join or FORGET decides
 		}
-		// promote keeps two election timeouts of this for itself.
-		ctx, cancel := context.WithTimeout(context.Background(), 4*c.timing.Election)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*c.timing.Election)
 		if err := c.promote(ctx, string(s.ID), string(s.Address), c.raft.LastIndex()); err != nil {
 			c.log.Debug("non-voting member not promoted yet", "node", s.ID, "err", err)
 		}

@@ -440,7 +440,7 @@ func (r *Result) Table(w io.Writer) {
 	fmt.Fprintf(tw, "total\t%d\t\n", total)
 	tw.Flush()
 	if n := r.Faults[KRepair]; n > 0 {
-		fmt.Fprintf(w, "(and %d operator repairs before a fault or at the heal: a slot restarted, a refused restart given a new node ID, a stale member forgotten)\n", n)
+		fmt.Fprintf(w, "(and %d operator repairs before a fault or at the heal: a slot restarted, a refused restart given a new node ID, a stale member forgotten, a joiner waited for until promoted)\n", n)
 	}
 	fmt.Fprintln(w)
 	v := r.Verdict

@@ -510,16 +510,18 @@ func (nm *nemesis) repair() []string {
 func (nm *nemesis) staleMembers() ([]string, error) {
 	c := nm.c
 	var info map[string]string
-	for _, n := range c.pm.slots() {
-		if p := n.running(); p != nil {
-			if i, err := clusterInfo(p.addr); err == nil && i["role"] == "Leader" {
-				info = i
-				break
+	for deadline := time.Now().Add(10 * time.Second); info == nil; time.Sleep(200 * time.Millisecond) {
+		for _, n := range c.pm.slots() {
+			if p := n.running(); p != nil {
+				if i, err := clusterInfo(p.addr); err == nil && i["role"] == "Leader" {
+					info = i
+					break
+				}
 			}
 		}
-	}
-	if info == nil {
-		return nil, fmt.Errorf("no node leads")
+		if info == nil && time.Now().After(deadline) {
+			return nil, fmt.Errorf("no node leads (10 s)")
+		}
 	}
 	current := map[string]bool{}
 	for _, n := range c.pm.slots() {

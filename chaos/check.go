@@ -286,7 +286,9 @@ func (c *checker) segments() {
 }
 
 // floors: after SET tag v is acknowledged, no value <= v of tag is
-// acknowledged to a request sent later, and a SET meant to lower is never
+// acknowledged to a request sent later, unless another SET lowered the tag
+// in between (SET may lower a tag below values reserved but never issued);
+// and a SET meant to lower below a value already acknowledged is never
 // acknowledged.
 func (c *checker) floors() {
 	sets := map[string][]*Op{}
@@ -316,7 +318,7 @@ func (c *checker) floors() {
 					top = ss[j]
 				}
 			}
-			if top != nil && a.First <= top.N {
+			if top != nil && a.First <= top.N && !c.lowered(tag, top, a.First, a.End) {
 				kind := "below-floor"
 				if a.Ghost != "" {
 					kind += "-" + a.Ghost
@@ -325,6 +327,20 @@ func (c *checker) floors() {
 			}
 		}
 	}
+}
+
+// lowered says whether a SET of tag that may have taken effect (answered
+// OK, or unknown) set it below `below`, in a way that linearizes after
+// `after` (it had not ended before after started) and before an operation
+// ending at `by`.
+func (c *checker) lowered(tag string, after *Op, below int64, by time.Duration) bool {
+	for _, w := range c.h.Ops {
+		if w.Kind == KSet && w.Key == tag && w != after && w.Outcome != Refused &&
+			w.N < below && w.Start < by && w.End > after.Start {
+			return true
+		}
+	}
+	return false
 }
 
 // refusedSets: SET v succeeds whenever no value above v was issued to a
@@ -360,6 +376,9 @@ func (c *checker) refusedSets() {
 		top[tag] = ms
 	}
 	for _, op := range refused {
+		if c.restartedBefore(op) {
+			continue
+		}
 		ms := top[op.Key]
 		i := sort.Search(len(ms), func(i int) bool { return ms[i].start >= op.End })
 		if i == 0 || ms[i-1].v <= op.N {
@@ -371,6 +390,21 @@ func (c *checker) refusedSets() {
 			}()), op)
 		}
 	}
+}
+
+// restartedBefore: a SET refused because a node that restarted or left
+// since its last allocation may have issued what it was given (it cannot
+// tell), at a time when the nemesis had restarted or replaced a node.
+func (c *checker) restartedBefore(op *Op) bool {
+	if !strings.Contains(op.Err, "restarted") {
+		return false
+	}
+	for _, f := range c.h.Faults {
+		if f.Start < op.End && slices.Contains([]string{FKill, FForgetLive, FWipeNewID, FWipeSameID, FDiskFull, KRepair}, f.Kind) {
+			return true
+		}
+	}
+	return false
 }
 
 // staleGets: GET answers the tag's cluster-wide high-water, at least every
@@ -406,7 +440,7 @@ func (c *checker) staleGets() {
 					top = ms[j]
 				}
 			}
-			if top != nil && (g.Nil || g.Last < value(top)) {
+			if top != nil && (g.Nil || g.Last < value(top)) && !(top.Kind == KSet && c.lowered(tag, top, g.Last+1, g.End)) {
 				c.add("stale-get", fmt.Sprintf("tag %s: GET answered %d after %d was acknowledged", tag, g.Last, value(top)), top, g)
 			}
 		}
@@ -434,8 +468,9 @@ func (c *checker) clockBack() {
 	}
 }
 
-// Porcupine's model of one tag: a counter that only moves up. State is the
-// floor (largest acknowledged SET) and the largest value acknowledged.
+// Porcupine's model of one tag: a counter that SET may move down, but not
+// below a value already issued. State is the floor (the last SET) and the
+// largest value acknowledged.
 type tagState struct{ floor, issued int64 }
 
 type tagInput struct {
@@ -446,33 +481,50 @@ type tagInput struct {
 type tagOutput struct {
 	first, last int64
 	null        bool
+	unknown     bool // a SET whose outcome is unknown: it took effect or not
 }
 
-// tagModel starts from init: the state a quiescent point leaves.
-func tagModel(init tagState) porcupine.Model {
-	return porcupine.Model{
-		Init: func() interface{} { return init },
-		Step: func(state, input, output interface{}) (bool, interface{}) {
+// tagModel starts from any of the states in init: those a quiescent point
+// may leave.
+func tagModel(init []tagState) porcupine.Model {
+	nm := porcupine.NondeterministicModel{
+		Init: func() []interface{} {
+			out := make([]interface{}, len(init))
+			for i, s := range init {
+				out[i] = s
+			}
+			return out
+		},
+		Step: func(state, input, output interface{}) []interface{} {
 			s, in, out := state.(tagState), input.(tagInput), output.(tagOutput)
+			var next []interface{}
 			switch in.kind {
 			case KIncr, KIncrBy, KNextSeg:
 				// Values come from buffers, so they need not exceed the
 				// largest issued; they must exceed the floor.
-				return out.first > s.floor, tagState{s.floor, max(s.issued, out.last)}
-			case KGet:
-				if out.null {
-					return s.floor == 0 && s.issued == 0, s
+				if out.first > s.floor {
+					next = append(next, tagState{s.floor, max(s.issued, out.last)})
 				}
-				return out.last >= s.issued && out.last >= s.floor, s
-			default: // an acknowledged SET
-				return in.v >= s.issued, tagState{max(s.floor, in.v), s.issued}
+			case KGet:
+				if out.null && s.floor == 0 && s.issued == 0 || !out.null && out.last >= s.issued && out.last >= s.floor {
+					next = append(next, s)
+				}
+			default: // a SET, acknowledged or unknown
+				if in.v >= s.issued {
+					next = append(next, tagState{in.v, s.issued})
+				}
+				if out.unknown {
+					next = append(next, s)
+				}
 			}
+			return next
 		},
 		DescribeOperation: func(input, output interface{}) string {
 			in, out := input.(tagInput), output.(tagOutput)
 			return fmt.Sprintf("%s %d -> [%d, %d]", in.kind, in.v, out.first, out.last)
 		},
 	}
+	return nm.ToModel()
 }
 
 // linearizable checks each tag's history against tagModel with porcupine.
@@ -494,7 +546,7 @@ func tagModel(init tagState) porcupine.Model {
 func (c *checker) linearizable(timeout time.Duration) {
 	byTag := map[string][]*Op{}
 	for _, op := range c.h.Ops {
-		if op.Outcome == OK && (isAlloc(op.Kind) || op.Kind == KSet || op.Kind == KGet) {
+		if (isAlloc(op.Kind) || op.Kind == KSet || op.Kind == KGet) && (op.Outcome == OK || op.Kind == KSet && op.Outcome == Unknown) {
 			byTag[op.Key] = append(byTag[op.Key], op)
 		}
 	}
@@ -502,7 +554,7 @@ func (c *checker) linearizable(timeout time.Duration) {
 		sort.Slice(ops, func(i, j int) bool { return ops[i].Start < ops[j].Start })
 		deadline := time.Now().Add(timeout)
 		result := porcupine.Ok
-		var state tagState
+		state := []tagState{{}}
 		var piece []porcupine.Operation
 		var reach time.Duration
 		check := func() {
@@ -518,22 +570,14 @@ func (c *checker) linearizable(timeout time.Duration) {
 			switch porcupine.CheckOperationsTimeout(model, piece, left) {
 			case porcupine.Illegal:
 				result = porcupine.Illegal
-				c.add("not-linearizable", fmt.Sprintf("tag %s: no linearization from floor %d and largest value %d; the shortest failing stretch ends with",
-					tag, state.floor, state.issued), shortestIllegal(model, piece, max(left, time.Second))...)
+				c.add("not-linearizable", fmt.Sprintf("tag %s: no linearization from any of %v (floor, largest value); the shortest failing stretch ends with",
+					tag, state), shortestIllegal(model, piece, max(left, time.Second))...)
 			case porcupine.Unknown:
 				if result == porcupine.Ok {
 					result = porcupine.Unknown
 				}
 			}
-			for _, o := range piece {
-				op := o.Metadata.(*Op)
-				switch {
-				case op.Kind == KSet:
-					state.floor = max(state.floor, op.N)
-				case isAlloc(op.Kind):
-					state.issued = max(state.issued, op.Last)
-				}
-			}
+			state = after(state, piece)
 			piece = piece[:0]
 		}
 		for _, op := range ops {
@@ -542,11 +586,57 @@ func (c *checker) linearizable(timeout time.Duration) {
 			}
 			reach = max(reach, op.End)
 			piece = append(piece, porcupine.Operation{ClientId: op.Client, Call: int64(op.Start), Return: int64(op.End),
-				Input: tagInput{kind: op.Kind, v: op.N}, Output: tagOutput{first: op.First, last: op.Last, null: op.Nil}, Metadata: op})
+				Input:  tagInput{kind: op.Kind, v: op.N},
+				Output: tagOutput{first: op.First, last: op.Last, null: op.Nil, unknown: op.Outcome == Unknown}, Metadata: op})
 		}
 		check()
 		c.v.Porcupine[tag] = result
 	}
+}
+
+// after returns the states a checked piece may leave, from before: the
+// largest value acknowledged, with the floor of any SET that may have come
+// last (none ended before another acknowledged one started), and the floors
+// before when no acknowledged SET certainly took effect. (A SET whose
+// outcome is unknown is taken to take effect before its error answered, or
+// never.)
+func after(before []tagState, piece []porcupine.Operation) []tagState {
+	var issued int64
+	var sets []*Op
+	for _, o := range piece {
+		switch op := o.Metadata.(*Op); {
+		case op.Kind == KSet:
+			sets = append(sets, op)
+		case isAlloc(op.Kind):
+			issued = max(issued, op.Last)
+		}
+	}
+	floors := map[int64]bool{}
+	acked := false
+	for _, w := range sets {
+		last := true
+		for _, x := range sets {
+			if x.Outcome == OK && x.Start > w.End {
+				last = false
+			}
+		}
+		if last {
+			floors[w.N] = true
+		}
+		acked = acked || w.Outcome == OK
+	}
+	var out []tagState
+	for _, s := range before {
+		issued = max(issued, s.issued)
+		if !acked {
+			floors[s.floor] = true
+		}
+	}
+	for f := range floors {
+		out = append(out, tagState{f, issued})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].floor < out[j].floor })
+	return out
 }
 
 // shortestIllegal finds, by bisection, the shortest prefix (by call time)

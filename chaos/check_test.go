@@ -83,3 +83,47 @@ func TestCheckerFindsEachAnomaly(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckerAllowsWhatALoweringSetExplains: SET may lower a tag below
+// values reserved but never issued, so a value below an earlier SET's
+// floor is fine when another SET, which may linearize between them, set
+// the tag below it; so is a refusal naming a node restarted since it was
+// given values. Without those, the same values are anomalies.
+func TestCheckerAllowsWhatALoweringSetExplains(t *testing.T) {
+	refusedRestarted := set("r", 100, Refused, 6, 7)
+	refusedRestarted.Err = "-ERR values never go back: r: node n2 was given values up to 1000 and has restarted or left since, so it may have issued them"
+	cases := []struct {
+		name   string
+		ops    []*Op
+		faults []*FaultEvent
+		want   string // the anomaly expected, "" for none
+	}{
+		{"SET 1000, then SET 500, then 501", []*Op{
+			set("x", 1000, OK, 0, 1), set("x", 500, OK, 2, 3), alloc("a", "x", 501, 501, 4, 5)}, nil, ""},
+		{"SET 1000 and SET 500 concurrent, then 501", []*Op{
+			set("x", 1000, OK, 0, 3), set("x", 500, OK, 1, 4), alloc("a", "x", 501, 501, 5, 6)}, nil, ""},
+		{"SET 1000, SET 500 unknown, then 501", []*Op{
+			set("x", 1000, OK, 0, 1), set("x", 500, Unknown, 2, 3), alloc("a", "x", 501, 501, 4, 5)}, nil, ""},
+		{"SET 500, then SET 1000, then 501", []*Op{
+			set("x", 500, OK, 0, 1), set("x", 1000, OK, 2, 3), alloc("a", "x", 501, 501, 4, 5)}, nil, "below-floor"},
+		{"SET 1000, then SET 500, then GET 500", []*Op{
+			set("x", 1000, OK, 0, 1), set("x", 500, OK, 2, 3), {Kind: KGet, Key: "x", Last: 500, Start: ms(4), End: ms(5)}}, nil, ""},
+		{"refused naming a restarted node, after a kill", []*Op{alloc("a", "r", 1, 10, 0, 1), refusedRestarted},
+			[]*FaultEvent{{Kind: FKill, Start: ms(2), End: ms(3)}}, ""},
+		{"refused naming a restarted node, no restart", []*Op{alloc("a", "r", 1, 10, 0, 1), refusedRestarted}, nil, "set-refused"},
+	}
+	for _, tc := range cases {
+		h := &History{Faults: tc.faults}
+		for _, op := range tc.ops {
+			cp := *op
+			h.addOp(&cp)
+		}
+		v := Check(h, 8, 10*time.Second)
+		switch {
+		case tc.want == "" && len(v.Anomalies) != 0:
+			t.Errorf("%s: %v", tc.name, v.Anomalies[0].Report(0))
+		case tc.want != "" && v.Counts[tc.want] == 0:
+			t.Errorf("%s: %s not found; found %v", tc.name, tc.want, v.Counts)
+		}
+	}
+}

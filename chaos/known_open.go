@@ -10,7 +10,6 @@ var ciFaults = AllFaults
 // shows below-floor-forgotten (which makes a tag's history
 // non-linearizable); on its own it fails the test.
 var knownOpen = map[string]string{
-	"set-refused":           "issue 8, item 3 (SET succeeds unless a value above v was issued): main refuses SET below its reserved high-water",
 	"below-floor-forgotten": "README, Not there yet: a node forgotten while cut off may hand out its buffered values, and a SET after the FORGET does not reach it",
 	"exit-on-full-disk":     "found by this campaign, spec silent: a member whose disk fills exits (pebble: fatal commit error); restarted, it recovers",
 }

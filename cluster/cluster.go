@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -37,7 +38,11 @@ type Config struct {
 	Layout        engine.Layout
 	Store         *persist.Store
 	Logger        *slog.Logger
-	OnFloor       func(tag string, v int64) // a SET raised a tag; never called under a lock
+	OnFloor       func(tag string, v int64) // a SET set a tag; never called under a lock
+	// OnFence drops every value of tag this node buffers and every
+	// allocation of it in flight, and returns the largest value it handed
+	// out (engine.Segments.Fence): the first step of a SET.
+	OnFence func(tag string) (issued int64)
 	// Join says the node joins an existing cluster instead of bootstrapping
 	// its own when its directory is empty.
 	Join bool
@@ -95,9 +100,14 @@ type Cluster struct {
 	pool   map[string][]net.Conn // idle node-to-node streams by Raft address
 
 	refusedLogged atomic.Int64
-	bootstrapped  bool          // this start bootstrapped a new cluster
-	conflict      sync.Once     // OnConflict, once
-	seq           atomic.Uint64 // node-to-node request numbers
+	boot          uint64        // this process: allocations record it, fences answer it
+	readyTerm     atomic.Uint64 // the term in which this leader's state machine caught up (caughtUp)
+
+	holdMu       sync.Mutex
+	holds        map[string]chan struct{} // tags a SET is checking on this leader: allocations wait
+	bootstrapped bool                     // this start bootstrapped a new cluster
+	conflict     sync.Once                // OnConflict, once
+	seq          atomic.Uint64            // node-to-node request numbers
 }
 
 // allocReq is one Allocate waiting for the group commit.
@@ -132,7 +142,8 @@ func Open(cfg Config) (*Cluster, error) {
 		rc.ElectionTimeout = cfg.ElectionTimeout
 	}
 	c := &Cluster{cfg: cfg, log: cfg.Logger, timing: timingFor(rc.HeartbeatTimeout, rc.ElectionTimeout),
-		allocs: make(chan *allocReq, 4096), stop: make(chan struct{}), pool: map[string][]net.Conn{}}
+		allocs: make(chan *allocReq, 4096), stop: make(chan struct{}), pool: map[string][]net.Conn{},
+		boot: newBoot(), holds: map[string]chan struct{}{}}
 	id, err := cfg.Store.ClusterID()
 	if err != nil {
 		return nil, err
@@ -291,6 +302,13 @@ func (c *Cluster) recoverAlone() error {
 	return nil
 }
 
+// newBoot names this process: a random non-zero number.
+func newBoot() uint64 {
+	var b [8]byte
+	rand.Read(b[:])
+	return binary.BigEndian.Uint64(b[:]) | 1
+}
+
 func newClusterID() string {
 	var b [8]byte
 	rand.Read(b[:])
@@ -435,7 +453,7 @@ func (c *Cluster) applyIndex(entry []byte) (any, uint64, error) {
 // Allocate reserves n contiguous values of tag, cluster-wide. On the leader
 // it joins the next group commit; elsewhere it is sent to the leader.
 func (c *Cluster) Allocate(ctx context.Context, tag string, n int64) (int64, int64, error) {
-	items := []allocItem{{Tag: tag, N: n}}
+	items := []allocItem{{Tag: tag, N: n, Node: c.cfg.NodeID, Boot: c.boot}}
 	var results []allocResult
 	if c.IsLeader() {
 		var err error
@@ -443,7 +461,7 @@ func (c *Cluster) Allocate(ctx context.Context, tag string, n int64) (int64, int
 			return 0, 0, err
 		}
 	} else {
-		resp, err := c.toLeader(ctx, &request{Op: opAlloc, Node: c.cfg.NodeID, Items: items})
+		resp, err := c.toLeader(ctx, &request{Op: opAlloc, Node: c.cfg.NodeID, Boot: c.boot, Items: items})
 		if err != nil {
 			return 0, 0, err
 		}
@@ -457,8 +475,14 @@ func (c *Cluster) Allocate(ctx context.Context, tag string, n int64) (int64, int
 	return results[0].First, results[0].Last, results[0].Err
 }
 
-// allocLocal queues items for the group commit on this node, the leader.
+// allocLocal queues items for the group commit on this node, the leader,
+// once no SET is checking their tags (or after a heartbeat's wait: the
+// hold is for progress, not safety, and must not stall a tag for as long
+// as a SET waits on a member that does not answer).
 func (c *Cluster) allocLocal(ctx context.Context, items []allocItem) ([]allocResult, error) {
+	for _, it := range items {
+		c.waitHold(ctx, it.Tag, c.timing.Heartbeat)
+	}
 	req := &allocReq{items: items, done: make(chan allocDone, 1)}
 	select {
 	case c.allocs <- req:
@@ -498,10 +522,10 @@ func (c *Cluster) runGroupCommit() {
 				break drain
 			}
 		}
-		e := newEntry(entryAlloc).uvarint(uint64(items))
+		e := newEntry(entryAllocBy).uvarint(uint64(items))
 		for _, r := range batch {
 			for _, it := range r.items {
-				e = e.string(it.Tag).varint(it.N)
+				e = e.string(it.Tag).varint(it.N).string(it.Node).uvarint(it.Boot)
 			}
 		}
 		resp, err := c.apply(e)
@@ -520,14 +544,15 @@ func (c *Cluster) runGroupCommit() {
 	}
 }
 
-// Set raises tag's floor to v. cond is "", "NX" (only if the tag does not
-// exist) or "XX" (only if it exists), decided in the same Apply as the
-// raise. It returns the tag's high-water before the SET and whether the tag
+// Set sets tag to v, which may lower it below values reserved in buffers
+// but never issued (SPEC section 3). cond is "", "NX" (only if the tag
+// does not exist) or "XX" (only if it exists), decided in the same Apply.
+// It returns the tag's high-water before the SET and whether the tag
 // existed; whether the SET applied follows from cond and existed. A SET
-// that applied answers only once every member has published the floor
-// (dropped its buffered values at or below v); a member that does not
-// confirm in time makes it ErrUnconfirmed, naming the member (the floor is
-// committed: a retry is safe).
+// below a value that may have been issued is engine.ErrWouldGoBack, naming
+// the value and who may have issued it. A SET that applied answers only
+// once every member has applied it; a member that does not confirm in
+// time makes it ErrUnconfirmed, naming the member (a retry is safe).
 func (c *Cluster) Set(ctx context.Context, tag string, v int64, cond string) (old int64, existed bool, err error) {
 	switch cond {
 	case "", "NX", "XX":
@@ -544,70 +569,162 @@ func (c *Cluster) Set(ctx context.Context, tag string, v int64, cond string) (ol
 	return c.setLocal(ctx, tag, v, cond)
 }
 
+// setLocal runs a SET on the leader:
+//
+//  1. Allocations of the tag wait on this leader until the SET ends (a
+//     hold), so that the SET is not overtaken by refills forever.
+//  2. It reads the tag's state at some rev.
+//  3. It fences every member: each drops every buffered value of the tag
+//     and every allocation in flight, and answers the largest value it
+//     handed out in its process. From then on a member hands out only
+//     values allocated after the fence.
+//  4. From the answers and what the state says each node was allocated, it
+//     bounds what may have been issued; v below that is refused.
+//  5. It commits the SET on condition that the tag is still at that rev:
+//     an allocation committed after the read (say, by a leader before this
+//     one, or queued before the hold) moves the rev, and the SET starts
+//     over. One committed before the read is either in a member's answer
+//     or dropped by its fence.
+//
+// A SET that fails leaves dropped values behind: gaps, never repeats.
 func (c *Cluster) setLocal(ctx context.Context, tag string, v int64, cond string) (int64, bool, error) {
-	// A SET whose condition already fails changes nothing, buffers included.
-	old, existed := c.fsm.tag(tag)
-	if (cond == "NX" && existed) || (cond == "XX" && !existed) {
-		return old, existed, nil
-	}
-	// Fence first: every member drops its buffered values at or below v
-	// before the floor commits, so no client sees a value above the floor
-	// (allocated after the commit) and then one below it from a member that
-	// had not applied it yet: the SET is linearizable, not only safe after
-	// its OK. A member that cannot be fenced fails the SET before anything
-	// is committed (dropped values are gaps, never repeats).
-	if err := c.everyMember(ctx, fmt.Sprintf("SET %s %d (nothing committed)", tag, v), "dropped its values at or below the floor",
-		&request{Op: opFence, Tag: tag, Value: v}, func(context.Context) error {
-			if c.cfg.OnFloor != nil {
-				c.cfg.OnFloor(tag, v)
-			}
-			return nil
-		}); err != nil {
-		return old, existed, err
-	}
-	e := newEntry(entrySet).string(tag).varint(v)
-	switch cond {
-	case "NX":
-		e = e.uvarint(uint64(setNX))
-	case "XX":
-		e = e.uvarint(uint64(setXX))
-	}
-	resp, index, err := c.applyIndex(e)
-	if err != nil {
+	if err := c.caughtUp(); err != nil {
 		return 0, false, err
 	}
-	res := resp.(setResult)
-	if res.Err != nil || (cond == "NX" && res.Existed) || (cond == "XX" && !res.Existed) {
-		return res.Old, res.Existed, res.Err
+	release, err := c.hold(ctx, tag)
+	if err != nil {
+		return 0, false, fmt.Errorf("%w: %v", ErrNoLeader, err)
 	}
-	return res.Old, res.Existed, c.confirm(ctx, index, fmt.Sprintf("SET %s %d (committed)", tag, v))
+	defer release()
+	const attempts = 3
+	for attempt := 1; ; attempt++ {
+		t, existed := c.fsm.tagState(tag)
+		if (cond == "NX" && existed) || (cond == "XX" && !existed) {
+			return t.high(), existed, nil // a SET whose condition fails changes nothing, buffers included
+		}
+		answers, err := c.fence(ctx, tag, fmt.Sprintf("SET %s %d (nothing committed)", tag, v))
+		if err != nil {
+			return t.high(), existed, err
+		}
+		if bound, who := t.issuedBound(answers); bound > v {
+			return t.high(), existed, fmt.Errorf("%w: %s: %s", engine.ErrWouldGoBack, tag, who)
+		}
+		e := newEntry(entrySet).string(tag).varint(v).uvarint(uint64(setConds[cond])).uvarint(t.Rev)
+		resp, index, err := c.applyIndex(e)
+		if err != nil {
+			return 0, false, err
+		}
+		res := resp.(setResult)
+		if errors.Is(res.Err, errMoved) {
+			if attempt < attempts {
+				continue
+			}
+			return res.Old, res.Existed, fmt.Errorf("%w: SET %s %d: allocations of %s moved it %d times while it was checked (nothing committed); retrying it is safe",
+				ErrUnconfirmed, tag, v, tag, attempts)
+		}
+		if res.Err != nil || (cond == "NX" && res.Existed) || (cond == "XX" && !res.Existed) {
+			return res.Old, res.Existed, res.Err
+		}
+		return res.Old, res.Existed, c.confirm(ctx, index, fmt.Sprintf("SET %s %d (committed)", tag, v))
+	}
+}
+
+// hold makes allocations of tag on this leader wait until release is
+// called; it waits for another SET's hold on tag first.
+func (c *Cluster) hold(ctx context.Context, tag string) (release func(), err error) {
+	for {
+		c.holdMu.Lock()
+		ch, held := c.holds[tag]
+		if !held {
+			ch = make(chan struct{})
+			c.holds[tag] = ch
+			c.holdMu.Unlock()
+			return func() {
+				c.holdMu.Lock()
+				delete(c.holds, tag)
+				c.holdMu.Unlock()
+				close(ch)
+			}, nil
+		}
+		c.holdMu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// waitHold returns once no SET holds tag on this leader, or after d.
+func (c *Cluster) waitHold(ctx context.Context, tag string, d time.Duration) {
+	c.holdMu.Lock()
+	ch, held := c.holds[tag]
+	c.holdMu.Unlock()
+	if !held {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// fence runs OnFence for tag on every member and collects the answers.
+func (c *Cluster) fence(ctx context.Context, tag, what string) (map[string]fenced, error) {
+	answers := map[string]fenced{}
+	var mu sync.Mutex
+	err := c.everyMember(ctx, what, "dropped its buffered values", &request{Op: opFence, Tag: tag},
+		func(node string, resp *response) {
+			mu.Lock()
+			answers[node] = fenced{Issued: resp.Value, Boot: resp.Boot}
+			mu.Unlock()
+		},
+		func(context.Context) (*response, error) { return c.fenceLocal(tag), nil })
+	return answers, err
+}
+
+func (c *Cluster) fenceLocal(tag string) *response {
+	r := &response{Boot: c.boot}
+	if c.cfg.OnFence != nil {
+		r.Value = c.cfg.OnFence(tag)
+	}
+	return r
 }
 
 // confirm waits until every member has published index: applied it and
 // dropped what it makes stale from its buffers.
 func (c *Cluster) confirm(ctx context.Context, index uint64, what string) error {
-	return c.everyMember(ctx, what, "applied it", &request{Op: opApplied, Index: index},
-		func(ctx context.Context) error { return c.fsm.waitPublished(ctx, index) })
+	return c.everyMember(ctx, what, "applied it", &request{Op: opApplied, Index: index}, nil,
+		func(ctx context.Context) (*response, error) { return nil, c.fsm.waitPublished(ctx, index) })
 }
 
 // everyMember sends req to every other member, and runs local for this
-// node, all within Timing.Confirm. A member that does not answer makes it
-// ErrUnconfirmed, naming the member.
-func (c *Cluster) everyMember(ctx context.Context, what, done string, req *request, local func(context.Context) error) error {
+// node, all within Timing.Confirm, handing each answer to got (when not
+// nil). A member that does not answer makes it ErrUnconfirmed, naming the
+// member.
+func (c *Cluster) everyMember(ctx context.Context, what, done string, req *request,
+	got func(node string, resp *response), local func(context.Context) (*response, error)) error {
 	ctx, cancel := context.WithTimeout(ctx, c.timing.Confirm)
 	defer cancel()
 	members := *c.fsm.members.Load()
 	errs := make(chan error, len(members))
 	for id, m := range members {
 		go func() {
+			var resp *response
+			var err error
 			if id == c.cfg.NodeID {
-				errs <- local(ctx)
-				return
+				resp, err = local(ctx)
+			} else {
+				r := *req
+				if resp, err = c.call(ctx, m.RaftAddr, &r); err != nil {
+					err = fmt.Errorf("node %s (%s): %v", id, m.RESPAddr, err)
+				}
 			}
-			r := *req
-			_, err := c.call(ctx, m.RaftAddr, &r)
-			if err != nil {
-				err = fmt.Errorf("node %s (%s): %v", id, m.RESPAddr, err)
+			if err == nil && got != nil {
+				got(id, resp)
 			}
 			errs <- err
 		}()
@@ -981,6 +1098,9 @@ func (c *Cluster) Get(tag string) (int64, bool) { return c.fsm.tag(tag) }
 // local copy could be below a value already handed out.
 func (c *Cluster) High(ctx context.Context, tag string) (int64, bool, error) {
 	if c.IsLeader() {
+		if err := c.caughtUp(); err != nil {
+			return 0, false, err
+		}
 		v, ok := c.fsm.tag(tag)
 		return v, ok, nil
 	}
@@ -989,6 +1109,23 @@ func (c *Cluster) High(ctx context.Context, tag string) (int64, bool, error) {
 		return 0, false, err
 	}
 	return resp.Value, resp.Found, nil
+}
+
+// caughtUp returns once this leader's state machine has applied every
+// entry committed before its term began. A new leader may still be applying
+// what its predecessor committed (the fault campaign saw GET answer below a
+// value acknowledged just before a leader was killed): a Barrier, once per
+// term, waits for that.
+func (c *Cluster) caughtUp() error {
+	term := c.raft.CurrentTerm()
+	if c.readyTerm.Load() == term {
+		return nil
+	}
+	if err := c.raft.Barrier(c.timing.Apply).Error(); err != nil {
+		return fmt.Errorf("%w: %v", ErrNoLeader, err)
+	}
+	c.readyTerm.Store(term)
+	return nil
 }
 
 // Size is the number of tags.

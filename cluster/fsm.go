@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"sort"
 	"sync"
@@ -19,8 +21,8 @@ import (
 
 // Log entry types: one type byte, then the payload.
 const (
-	entryAlloc  byte = 1 // group of (tag, n): allocate n values of each
-	entrySet    byte = 2 // tag, v[, cond]: raise the tag's floor to v (cond: setNX, setXX; absent in old entries)
+	entryAlloc  byte = 1 // group of (tag, n[, node, boot]): allocate n values of each (node and boot absent in old entries)
+	entrySet    byte = 2 // tag, v[, cond[, rev]]: set the tag to v (cond: setNX, setXX; rev: see applySet; absent in old entries)
 	entryJoin   byte = 3 // node ID, raft address, RESP address, now ms, lease ms: a new member, with a worker ID and its first lease
 	entryForget byte = 4 // node ID: gone for good, its worker ID free for reuse above its last lease
 	// 5 was the replicated high-water, replaced by worker leases.
@@ -31,6 +33,9 @@ const (
 	// the node restarted the cluster alone after the quorum was lost for good
 	// (RecoverCluster).
 	entryRecover byte = 9
+	// entryAllocBy: group of (tag, n, node, boot): entryAlloc, naming the
+	// node and its process boot each allocation is for.
+	entryAllocBy byte = 10
 )
 
 // Keys of the state machine in Pebble. fsmPrefix keys are replaced whole
@@ -43,9 +48,59 @@ const (
 
 // tagState is one tag: the last value allocated to any node, and the floor
 // from SET. Values handed out are above both.
+//
+// It also keeps what a SET needs to lower the tag safely (SPEC section 3:
+// values reserved but never issued do not count): Rev changes with every
+// allocation and SET, so a SET commits only over the state it was checked
+// against; Nodes holds what each node was last allocated; Bound is a value
+// that may have been issued by nodes no longer tracked (allocations from
+// before tracking, or past a --recover).
 type tagState struct {
-	MaxID int64 `json:"max_id"`
-	Floor int64 `json:"floor"`
+	MaxID int64                `json:"max_id"`
+	Floor int64                `json:"floor"`
+	Rev   uint64               `json:"rev,omitempty"`
+	Bound int64                `json:"bound,omitempty"`
+	Nodes map[string]nodeAlloc `json:"nodes,omitempty"`
+}
+
+// nodeAlloc is what one node was allocated of a tag: the last value of its
+// latest allocation, in its process Boot, and the highest value allocated
+// to it in earlier processes, which it may have issued and cannot tell.
+type nodeAlloc struct {
+	Boot   uint64 `json:"boot"`
+	Last   int64  `json:"last"`
+	Before int64  `json:"before,omitempty"`
+}
+
+// fenced is what a member answered a SET's fence: the largest value of the
+// tag it handed out in its process boot.
+type fenced struct {
+	Issued int64
+	Boot   uint64
+}
+
+// issuedBound is the largest value of t that may have been issued to a
+// client, given what every member answered its fence, and who may have
+// issued it. A member that answered from the process its latest allocation
+// went to counts what it handed out; any other node, everything it was
+// given.
+func (t tagState) issuedBound(answers map[string]fenced) (int64, string) {
+	bound, who := t.Bound, fmt.Sprintf("values up to %d may have been issued by nodes no longer tracked (allocated by an older version, or past a --recover)", t.Bound)
+	raise := func(v int64, why string) {
+		if v > bound {
+			bound, who = v, why
+		}
+	}
+	for node, a := range answers {
+		raise(a.Issued, fmt.Sprintf("node %s issued %d", node, a.Issued))
+	}
+	for node, n := range t.Nodes {
+		raise(n.Before, fmt.Sprintf("node %s was given values up to %d before it restarted, and may have issued them", node, n.Before))
+		if a, ok := answers[node]; !ok || a.Boot != n.Boot || n.Boot == 0 { // (0: a node too old to say)
+			raise(n.Last, fmt.Sprintf("node %s was given values up to %d and has restarted or left since, so it may have issued them", node, n.Last))
+		}
+	}
+	return bound, who
 }
 
 func (t tagState) high() int64 { return max(t.MaxID, t.Floor) }
@@ -78,8 +133,10 @@ type meta struct {
 
 // allocItem is one request in an entryAlloc, and allocResult its answer.
 type allocItem struct {
-	Tag string
-	N   int64
+	Tag  string
+	N    int64
+	Node string `json:"-"` // set by the leader from the request
+	Boot uint64 `json:"-"`
 }
 
 type allocResult struct {
@@ -94,6 +151,12 @@ const (
 	setNX     byte = 1 // only a tag that does not exist
 	setXX     byte = 2 // only a tag that exists
 )
+
+var setConds = map[string]byte{"": setAlways, "NX": setNX, "XX": setXX}
+
+// errMoved answers a SET whose tag changed after the leader checked it;
+// the leader checks it again.
+var errMoved = errors.New("the tag moved while the SET was checked")
 
 // setResult answers entrySet: the high-water before it, whether the tag
 // existed, and the refusal when v is below the high-water. A SET whose
@@ -159,10 +222,11 @@ func newFSM(store *persist.Store, maxWorker int64, onFloor func(string, int64)) 
 		}
 	}
 	err := store.Scan(keyTagBase, func(k string, v []byte) error {
-		if len(v) != 16 {
-			return fmt.Errorf("%w: %s", persist.ErrCorrupt, k)
+		t, err := decodeTag(v)
+		if err != nil {
+			return fmt.Errorf("%w: %s: %v", persist.ErrCorrupt, k, err)
 		}
-		f.tags[k[len(keyTagBase):]] = tagState{int64(binary.BigEndian.Uint64(v)), int64(binary.BigEndian.Uint64(v[8:]))}
+		f.tags[k[len(keyTagBase):]] = t
 		return nil
 	})
 	f.published = f.meta.Applied
@@ -175,9 +239,26 @@ func (f *fsm) reset() {
 	f.tags = map[string]tagState{}
 }
 
+// A tag is stored as 0xff and its JSON. A store written before SET could
+// lower a tag holds 16 bytes, max_id and floor, with no record of who was
+// allocated what: all of it counts as possibly issued.
 func encodeTag(t tagState) []byte {
-	b := binary.BigEndian.AppendUint64(nil, uint64(t.MaxID))
-	return binary.BigEndian.AppendUint64(b, uint64(t.Floor))
+	b, _ := json.Marshal(t)
+	return append([]byte{0xff}, b...)
+}
+
+func decodeTag(v []byte) (tagState, error) {
+	var t tagState
+	switch {
+	case len(v) > 0 && v[0] == 0xff:
+		err := json.Unmarshal(v[1:], &t)
+		return t, err
+	case len(v) == 16:
+		t.MaxID, t.Floor = int64(binary.BigEndian.Uint64(v)), int64(binary.BigEndian.Uint64(v[8:]))
+		t.Bound = t.MaxID
+		return t, nil
+	}
+	return t, fmt.Errorf("%d bytes", len(v))
 }
 
 // Apply implements raft.FSM.
@@ -266,6 +347,7 @@ func (f *fsm) waitPublished(ctx context.Context, index uint64) error {
 
 var applyTable = map[byte]func(*fsm, *decoder, *persist.Batch, *changes) any{
 	entryAlloc:   (*fsm).applyAlloc,
+	entryAllocBy: (*fsm).applyAllocBy,
 	entrySet:     (*fsm).applySet,
 	entryJoin:    (*fsm).applyJoin,
 	entryForget:  (*fsm).applyForget,
@@ -276,10 +358,25 @@ var applyTable = map[byte]func(*fsm, *decoder, *persist.Batch, *changes) any{
 }
 
 func (f *fsm) applyAlloc(d *decoder, b *persist.Batch, _ *changes) any {
+	return f.allocate(d, b, false)
+}
+
+func (f *fsm) applyAllocBy(d *decoder, b *persist.Batch, _ *changes) any {
+	return f.allocate(d, b, true)
+}
+
+// allocate applies an entryAlloc, or an entryAllocBy whose items name the
+// node and process boot they are for.
+func (f *fsm) allocate(d *decoder, b *persist.Batch, by bool) any {
 	count := d.uvarint()
 	results := make([]allocResult, 0, min(count, 1024))
 	for range count {
 		tag, n := d.string(), d.varint()
+		var node string
+		var boot uint64
+		if by {
+			node, boot = d.string(), d.uvarint()
+		}
 		t := f.tags[tag]
 		if n < 1 || t.high() > math.MaxInt64-n {
 			results = append(results, allocResult{Err: engine.ErrOverflow})
@@ -287,6 +384,20 @@ func (f *fsm) applyAlloc(d *decoder, b *persist.Batch, _ *changes) any {
 		}
 		first := t.high() + 1
 		t.MaxID = t.high() + n
+		t.Rev++
+		if node == "" {
+			t.Bound = t.MaxID
+		} else {
+			if t.Nodes == nil {
+				t.Nodes = map[string]nodeAlloc{}
+			}
+			na := t.Nodes[node]
+			if na.Boot != boot {
+				na.Before = max(na.Before, na.Last)
+			}
+			na.Boot, na.Last = boot, t.MaxID
+			t.Nodes[node] = na
+		}
 		f.tags[tag] = t
 		b.Set(keyTagBase+tag, encodeTag(t))
 		results = append(results, allocResult{First: first, Last: t.MaxID})
@@ -295,11 +406,19 @@ func (f *fsm) applyAlloc(d *decoder, b *persist.Batch, _ *changes) any {
 	return results
 }
 
+// applySet sets a tag to v. An entry with a rev was checked by the leader
+// against the tag's state at that rev (every member fenced, no value above
+// v issued): it applies only if nothing changed the tag since, and may
+// lower it. One without (written before SET could lower) only raises.
 func (f *fsm) applySet(d *decoder, b *persist.Batch, ch *changes) any {
 	tag, v := d.string(), d.varint()
 	cond := setAlways
 	if len(d.b) > 0 {
 		cond = byte(d.uvarint())
+	}
+	checked, rev := len(d.b) > 0, uint64(0)
+	if checked {
+		rev = d.uvarint()
 	}
 	d.end()
 	t, existed := f.tags[tag]
@@ -307,13 +426,23 @@ func (f *fsm) applySet(d *decoder, b *persist.Batch, ch *changes) any {
 	if (cond == setNX && existed) || (cond == setXX && !existed) {
 		return res
 	}
-	if v < t.high() && !(existed && v == t.Floor) {
-		// (A repeated SET of the current floor is a retry: it applies again,
-		// a no-op, so a SET that timed out unconfirmed can be retried.)
+	switch {
+	case checked && rev != t.Rev:
+		res.Err = errMoved
+		return res
+	case !checked && v < t.high() && !(existed && v == t.Floor):
 		res.Err = fmt.Errorf("%w: %s is at %d", engine.ErrWouldGoBack, tag, t.high())
 		return res
 	}
 	t.Floor = v
+	if checked {
+		t.MaxID = v
+	}
+	t.Rev++
+	for node, n := range t.Nodes {
+		n.Last = min(n.Last, v) // what lay above v was dropped unissued
+		t.Nodes[node] = n
+	}
 	f.tags[tag] = t
 	b.Set(keyTagBase+tag, encodeTag(t))
 	ch.floors = append(ch.floors, floorChange{tag, v})
@@ -407,6 +536,8 @@ func (f *fsm) applyRecover(d *decoder, b *persist.Batch, ch *changes) any {
 	f.meta.Cluster = cluster
 	for tag, t := range f.tags {
 		t.MaxID = t.high() + min(skipValues, math.MaxInt64-t.high())
+		t.Bound = t.MaxID // lost entries may have allocated (and issued) up to here
+		t.Rev++
 		f.tags[tag] = t
 		b.Set(keyTagBase+tag, encodeTag(t))
 	}
@@ -511,6 +642,15 @@ func (f *fsm) tag(tag string) (int64, bool) {
 	defer f.mu.RUnlock()
 	t, ok := f.tags[tag]
 	return t.high(), ok
+}
+
+// tagState is a copy of tag's state, for a SET to check.
+func (f *fsm) tagState(tag string) (tagState, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	t, ok := f.tags[tag]
+	t.Nodes = maps.Clone(t.Nodes)
+	return t, ok
 }
 
 func (f *fsm) size() int {

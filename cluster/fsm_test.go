@@ -2,8 +2,10 @@ package cluster
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -208,5 +210,69 @@ func TestFSMSetConditions(t *testing.T) {
 	}
 	if v, ok := f.tag("b"); !ok || v != 3 {
 		t.Fatalf("b is %d, %v; want 3", v, ok)
+	}
+}
+
+// TestFSMSetLowersOnlyOverTheStateItChecked: allocations record the node
+// and process they went to; a checked SET applies only at the rev the
+// leader read, may then lower the tag, and what each node may have issued
+// is bounded from the fence answers and the record.
+func TestFSMSetLowersOnlyOverTheStateItChecked(t *testing.T) {
+	f, err := newFSM(openStore(t), 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alloc := func(index uint64, node string, boot uint64, n int64) allocResult {
+		return applyEntry(t, f, index, newEntry(entryAllocBy).uvarint(1).string("a").varint(n).string(node).uvarint(boot)).([]allocResult)[0]
+	}
+	set := func(index uint64, v int64, rev uint64) setResult {
+		return applyEntry(t, f, index, newEntry(entrySet).string("a").varint(v).uvarint(uint64(setAlways)).uvarint(rev)).(setResult)
+	}
+	alloc(1, "n1", 7, 100) // 1..100 to n1 in process 7
+	alloc(2, "n2", 8, 100) // 101..200 to n2
+	alloc(3, "n1", 9, 100) // 201..300 to n1, restarted as process 9
+	st, _ := f.tagState("a")
+	if st.Rev != 3 || st.Nodes["n1"] != (nodeAlloc{Boot: 9, Last: 300, Before: 100}) || st.Nodes["n2"] != (nodeAlloc{Boot: 8, Last: 200}) {
+		t.Fatalf("state after three allocations: %+v", st)
+	}
+	for _, tc := range []struct {
+		answers map[string]fenced
+		want    int64
+		who     string
+	}{
+		{map[string]fenced{"n1": {5, 9}, "n2": {150, 8}}, 150, "n2 issued 150"},
+		{map[string]fenced{"n1": {0, 9}, "n2": {0, 8}}, 100, "n1 was given values up to 100 before it restarted"},
+		{map[string]fenced{"n1": {0, 9}, "n2": {0, 11}}, 200, "n2 was given values up to 200 and has restarted"},
+		{map[string]fenced{"n1": {0, 9}}, 200, "n2 was given values up to 200 and has restarted or left"},
+	} {
+		if got, who := st.issuedBound(tc.answers); got != tc.want || !strings.Contains(who, tc.who) {
+			t.Fatalf("bound from %v: %d (%s), want %d (%s)", tc.answers, got, who, tc.want, tc.who)
+		}
+	}
+	if r := set(4, 120, 2); !errors.Is(r.Err, errMoved) {
+		t.Fatalf("SET at an old rev: %+v", r)
+	}
+	if v, _ := f.tag("a"); v != 300 {
+		t.Fatalf("a refused SET changed the tag to %d", v)
+	}
+	if r := set(5, 120, 3); r.Err != nil || r.Old != 300 {
+		t.Fatalf("SET 120 at rev 3: %+v", r)
+	}
+	st, _ = f.tagState("a")
+	if st.MaxID != 120 || st.Nodes["n1"].Last != 120 || st.Nodes["n2"].Last != 120 || st.Nodes["n1"].Before != 100 {
+		t.Fatalf("after SET 120: %+v", st)
+	}
+	if r := alloc(6, "n2", 8, 10); r.First != 121 {
+		t.Fatalf("after SET 120 the next allocation starts at %d", r.First)
+	}
+
+	// A store written before allocations were recorded counts all of them
+	// as possibly issued.
+	old := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, 500), 20)
+	if lt, err := decodeTag(old); err != nil || lt.Bound != 500 || lt.high() != 500 {
+		t.Fatalf("a 16-byte tag decodes as %+v, %v", lt, err)
+	}
+	if got, _ := (tagState{MaxID: 500, Bound: 500}).issuedBound(nil); got != 500 {
+		t.Fatalf("bound of an untracked tag: %d", got)
 	}
 }

@@ -204,7 +204,7 @@ const (
 	opLease                   // leader: extend a worker lease
 	opHigh                    // leader: a tag's high-water
 	opApplied                 // any: wait until an index is published here
-	opFence                   // any: drop buffered values of a tag at or below a value (before a SET commits)
+	opFence                   // any: drop a tag's buffered values, answer the largest handed out (before a SET commits)
 	opForgotten               // any: the leader is forgetting you
 )
 
@@ -283,6 +283,7 @@ type request struct {
 	Cond     string      `json:"cond,omitempty"` // SET: "", NX or XX
 	Worker   int64       `json:"worker,omitempty"`
 	Index    uint64      `json:"index,omitempty"`
+	Boot     uint64      `json:"boot,omitempty"` // the sender's process (allocations)
 	Items    []allocItem `json:"items,omitempty"`
 }
 
@@ -297,6 +298,7 @@ type response struct {
 	Value    int64        `json:"value,omitempty"`
 	Old      int64        `json:"old,omitempty"`
 	Found    bool         `json:"found,omitempty"`
+	Boot     uint64       `json:"boot,omitempty"` // the answering process (fences)
 }
 
 type wireResult struct {
@@ -400,10 +402,7 @@ func (c *Cluster) answer(req *request) *response {
 		}
 		return &response{}
 	case opFence:
-		if c.cfg.OnFloor != nil {
-			c.cfg.OnFloor(req.Tag, req.Value)
-		}
-		return &response{}
+		return c.fenceLocal(req.Tag)
 	case opApplied:
 		if err := c.fsm.waitPublished(ctx, req.Index); err != nil {
 			return fail(fmt.Errorf("node %s has not applied index %d: %v", c.cfg.NodeID, req.Index, err))
@@ -427,6 +426,9 @@ func (c *Cluster) answer(req *request) *response {
 			// A forgotten node gets no more values: SET confirms only with
 			// members.
 			return fail(fmt.Errorf("%w: node %q is not a member of the cluster (forgotten?)", ErrNotMember, req.Node))
+		}
+		for i := range req.Items {
+			req.Items[i].Node, req.Items[i].Boot = req.Node, req.Boot
 		}
 		results, err := c.allocLocal(ctx, req.Items)
 		if err != nil {
@@ -452,7 +454,10 @@ func (c *Cluster) answer(req *request) *response {
 		}
 		return &response{Value: end}
 	case opHigh:
-		v, ok := c.fsm.tag(req.Tag)
+		v, ok, err := c.High(ctx, req.Tag)
+		if err != nil {
+			return fail(err)
+		}
 		return &response{Value: v, Found: ok}
 	}
 	return fail(fmt.Errorf("unknown node-to-node request %d", req.Op))

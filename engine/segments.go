@@ -56,6 +56,7 @@ type segmentBuffer struct {
 	step      int64
 	refilling chan struct{} // closed when the refill in flight ends
 	refillErr error
+	gen       uint64    // raised by Fence: an allocation asked for before it is dropped on arrival
 	high      int64     // largest value this buffer was given: handed out, buffered or dropped
 	issued    int64     // largest value handed to a caller
 	floor     int64     // largest DropBelow: no value <= it is handed out after
@@ -155,19 +156,21 @@ func (s *Segments) Next(ctx context.Context, tag string, n int64) (first, last i
 // Meanwhile others may have handed out values, refilled, or raised the floor.
 // A result above all that is handed out, and whatever is buffered below its
 // end is dropped, so values keep increasing in the order they leave. A result
-// below it was allocated before those: it is dropped (a gap) and the source
-// asked again, which answers above them.
+// below it was allocated before those, and one asked for before a Fence
+// may lie below a SET that lowered the tag: either is dropped (a gap) and
+// the source asked again.
 func (s *Segments) direct(ctx context.Context, tag string, b *segmentBuffer, n int64) (int64, int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.wait)
 	defer cancel()
 	for {
+		gen := b.gen
 		b.mu.Unlock()
 		first, last, err := s.src.Allocate(ctx, tag, n)
 		b.mu.Lock()
 		if err != nil {
 			return 0, 0, err
 		}
-		if first > max(b.issued, b.floor) {
+		if gen == b.gen && first > max(b.issued, b.floor) {
 			for _, sp := range []*span{&b.cur, &b.spare} {
 				sp.next = max(sp.next, last+1)
 			}
@@ -200,7 +203,7 @@ func (s *Segments) rotate(b *segmentBuffer) {
 func (s *Segments) startRefill(tag string, b *segmentBuffer) {
 	done := make(chan struct{})
 	b.refilling = done
-	step := b.step
+	step, gen := b.step, b.gen
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), s.wait)
 		first, last, err := s.src.Allocate(ctx, tag, step)
@@ -208,9 +211,10 @@ func (s *Segments) startRefill(tag string, b *segmentBuffer) {
 		b.mu.Lock()
 		b.refills++
 		b.refillErr = err
-		// A segment from before a direct allocation or a SET lies below
-		// what this node already handed out: drop it, a gap.
-		if err == nil && first > b.high {
+		// A segment from before a direct allocation lies below what this
+		// node already handed out, and one asked for before a Fence may lie
+		// below a SET that lowered the tag: drop either, a gap.
+		if err == nil && gen == b.gen && first > b.high {
 			b.spare = span{first, last}
 			b.high = last
 		}
@@ -250,17 +254,19 @@ func (s *Segments) DropBelow(tag string, v int64) {
 	b.floor = max(b.floor, v)
 }
 
-// Issued returns the largest value of tag this node has handed to a caller,
-// 0 if none. Values buffered but not handed out do not count.
-func (s *Segments) Issued(tag string) int64 {
-	s.mu.RLock()
-	b := s.tags[tag]
-	s.mu.RUnlock()
-	if b == nil {
-		return 0
-	}
+// Fence drops every value of tag this node holds but has not handed out,
+// and every allocation asked for and not yet arrived, so that from now on
+// it hands out only values the source allocates after this call. It
+// returns the largest value handed to a caller (0 if none): a SET may then
+// lower the tag to anything at or above the largest such value of every
+// node (SPEC section 3: values reserved but never issued do not count).
+func (s *Segments) Fence(tag string) (issued int64) {
+	b := s.buffer(tag)
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.cur, b.spare = span{1, 0}, span{1, 0}
+	b.gen++
+	b.high, b.floor = b.issued, b.issued
 	return b.issued
 }
 

@@ -307,8 +307,8 @@ func TestSegmentsDirectDoesNotHoldTheBufferAcrossTheSource(t *testing.T) {
 					directs++
 				}
 			}
-			if got, want := s.Issued(tag), all[len(all)-1].last; got != want {
-				t.Fatalf("Issued = %d, want the largest value handed out, %d", got, want)
+			if got, want := s.Fence(tag), all[len(all)-1].last; got != want {
+				t.Fatalf("Fence = %d, want the largest value handed out, %d", got, want)
 			}
 			if directs < 10 || sets < 10 {
 				t.Fatalf("only %d direct allocations and %d SETs: the race was not exercised", directs, sets)
@@ -399,8 +399,8 @@ func TestSegmentsDirectResultBelowFloorOrIssuedIsDropped(t *testing.T) {
 	if one <= d[1] || r.first <= one {
 		t.Fatalf("held %v, then %d from the buffer, then the direct call returned %v", d, one, r)
 	}
-	if got := s.Issued(tag); got != r.last {
-		t.Fatalf("Issued = %d, want %d", got, r.last)
+	if got := s.Fence(tag); got != r.last {
+		t.Fatalf("Fence = %d, want %d", got, r.last)
 	}
 	next, _, err := s.Next(ctx, tag, 1)
 	if err != nil || next <= r.last {
@@ -408,11 +408,12 @@ func TestSegmentsDirectResultBelowFloorOrIssuedIsDropped(t *testing.T) {
 	}
 }
 
-func TestSegmentsIssued(t *testing.T) {
-	s := NewSegments(&counterSource{}, 100, time.Now)
+func TestSegmentsFence(t *testing.T) {
+	src := &heldSource{held: make(chan [2]int64), release: make(chan struct{})}
+	s := NewSegments(src, 100, time.Now)
 	ctx := context.Background()
-	if got := s.Issued("t"); got != 0 {
-		t.Fatalf("Issued of an unknown tag = %d", got)
+	if got := s.Fence("t"); got != 0 {
+		t.Fatalf("Fence of an unknown tag = %d", got)
 	}
 	steps := []struct {
 		n    int64
@@ -422,12 +423,53 @@ func TestSegmentsIssued(t *testing.T) {
 		if _, last, err := s.Next(ctx, "t", st.n); err != nil || last != st.want {
 			t.Fatalf("Next(%d) ended at %d (%v), want %d", st.n, last, err, st.want)
 		}
-		if got := s.Issued("t"); got != st.want {
-			t.Fatalf("after Next(%d): Issued = %d, want %d", st.n, got, st.want)
-		}
 	}
-	s.DropBelow("t", 10_000)
-	if got := s.Issued("t"); got != 601 {
-		t.Fatalf("DropBelow changed Issued to %d", got)
+	if got := s.Fence("t"); got != 601 {
+		t.Fatalf("Fence = %d, want the largest value handed out, 601", got)
+	}
+
+	// What the source hands out after the Fence may lie below what was
+	// buffered before it (a SET lowered the tag): it is served, from the
+	// first value on.
+	src.mu.Lock()
+	src.high["t"] = 601
+	src.mu.Unlock()
+	if first, _, err := s.Next(ctx, "t", 1); err != nil || first != 602 {
+		t.Fatalf("after the fence: %d, %v; want 602, a fresh segment", first, err)
+	}
+
+	// A direct allocation asked for before a Fence is dropped when it
+	// arrives, and the source asked again.
+	src.arm.Store(true)
+	out := make(chan int64, 1)
+	go func() {
+		first, _, err := s.Next(ctx, "t", 500)
+		if err != nil {
+			t.Error(err)
+		}
+		out <- first
+	}()
+	held := <-src.held
+	issued := s.Fence("t")
+	src.release <- struct{}{}
+	if got := <-out; got <= held[1] {
+		t.Fatalf("the direct allocation %v asked for before Fence (issued %d) was handed out: got %d", held, issued, got)
+	}
+
+	// So is a refill.
+	s.Fence("t")
+	src.arm.Store(true)
+	go func() {
+		first, _, err := s.Next(ctx, "t", 1)
+		if err != nil {
+			t.Error(err)
+		}
+		out <- first
+	}()
+	held = <-src.held
+	s.Fence("t")
+	src.release <- struct{}{}
+	if got := <-out; got <= held[1] {
+		t.Fatalf("the refill %v asked for before Fence was handed out: got %d", held, got)
 	}
 }

@@ -193,6 +193,12 @@ func Open(cfg Config) (_ *Node, err error) {
 				s.DropBelow(tag, v)
 			}
 		},
+		OnFence: func(tag string) int64 {
+			if s := segments.Load(); s != nil {
+				return s.Fence(tag)
+			}
+			return 0
+		},
 	})
 	if err != nil {
 		return nil, err

@@ -62,7 +62,7 @@ func init() {
 		{name: "incr", arity: 2, keys: oneKey, flags: []string{"write", "fast"}, summary: "The next value of a tag", handler: cmdIncr},
 		{name: "incrby", arity: 3, keys: oneKey, flags: []string{"write", "fast"}, summary: "Reserve n values of a tag, return the last", handler: cmdIncrBy},
 		{name: "get", arity: 2, keys: oneKey, flags: []string{"readonly", "fast"}, summary: "A tag's cluster-wide allocation high-water", handler: cmdGet},
-		{name: "set", arity: -3, keys: oneKey, flags: []string{"write"}, summary: "Raise a tag: every later value is above v; NX, XX, GET as Redis", handler: cmdSet},
+		{name: "set", arity: -3, keys: oneKey, flags: []string{"write"}, summary: "Set a tag: every later value is above v (refused below a value already issued); NX, XX, GET as Redis", handler: cmdSet},
 		{name: "setnx", arity: 3, keys: oneKey, flags: []string{"write", "fast"}, summary: "Create a tag at v if it does not exist", handler: cmdSetNX},
 		{name: "exists", arity: -2, keys: allKeys, flags: []string{"readonly", "fast"}, summary: "How many of the tags exist", handler: cmdExists},
 		{name: "scan", arity: -2, flags: []string{"readonly"}, summary: "Page over the tags: SCAN cursor [MATCH pattern] [COUNT n] [TYPE string]", handler: cmdScan},

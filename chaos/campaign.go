@@ -272,7 +272,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	logf("chaos: %d nodes up in %v (binary %s, dir %s)", cfg.Nodes, time.Since(start).Round(time.Millisecond), bin, root)
 
-	w := &workload{seed: cfg.Seed, pm: c.pm, hist: c.hist, t0: c.t0, step: cfg.SegmentStep, known: knowledge{max: map[string]int64{}}}
+	w := &workload{seed: cfg.Seed, pm: c.pm, hist: c.hist, t0: c.t0, step: cfg.SegmentStep}
 	cctx, stopClients := context.WithCancel(ctx)
 	var clients sync.WaitGroup
 	for slot := range cfg.Nodes {

@@ -109,7 +109,7 @@ func TestTransactionsAreRecordedPerCommand(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer rc.close()
-			w := &workload{hist: &History{}, t0: time.Now(), step: 1000, known: knowledge{max: map[string]int64{}}}
+			w := &workload{hist: &History{}, t0: time.Now(), step: 1000}
 			head := w.doTx(rc, &proc{nodeID: "n0"}, 0, 0, tc.kind, queued)
 			if head.Outcome != tc.head {
 				t.Fatalf("transaction %s (%s), want %s", head.Outcome, head.Err, tc.head)

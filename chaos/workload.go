@@ -25,7 +25,7 @@ type opSpec struct {
 	kind  Kind
 	key   string
 	n     int64 // 0: NEXTID/GENEID without a count
-	lower bool  // SET below a value already acknowledged
+	lower bool  // SET below a value already issued
 }
 
 // drawOp draws the next operation of a client's schedule. Everything but
@@ -111,23 +111,36 @@ func drawQueued(rng *rand.Rand, step int64) opSpec {
 }
 
 // knowledge is what clients have seen acknowledged, shared so that SET can
-// raise above, or try to lower below, a value already issued.
+// raise above every value and floor, or try to lower below a value already
+// issued (not merely below a floor: SET may lower a tag below a floor when
+// no value above it was issued).
 type knowledge struct {
-	mu  sync.Mutex
-	max map[string]int64
+	mu     sync.Mutex
+	max    map[string]int64 // values issued and floors set
+	issued map[string]int64 // values issued
 }
 
-func (k *knowledge) see(tag string, v int64) {
-	k.mu.Lock()
-	if v > k.max[tag] {
-		k.max[tag] = v
-	}
-	k.mu.Unlock()
-}
-
-func (k *knowledge) get(tag string) int64 {
+// see records a value issued (issued) or a floor set.
+func (k *knowledge) see(tag string, v int64, issued bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if k.max == nil {
+		k.max, k.issued = map[string]int64{}, map[string]int64{}
+	}
+	k.max[tag] = max(k.max[tag], v)
+	if issued {
+		k.issued[tag] = max(k.issued[tag], v)
+	}
+}
+
+// get is the largest value issued or floor set (issued false), or the
+// largest value issued.
+func (k *knowledge) get(tag string, issued bool) int64 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if issued {
+		return k.issued[tag]
+	}
 	return k.max[tag]
 }
 
@@ -240,7 +253,7 @@ func (w *workload) prepare(rc *respConn, p *proc, client, slot int, spec opSpec)
 	case KGet:
 		args = []string{"GET", spec.key}
 	case KSet:
-		known := w.known.get(spec.key)
+		known := w.known.get(spec.key, spec.lower)
 		if spec.lower {
 			if known < 2 {
 				return nil, nil
@@ -295,7 +308,7 @@ func (w *workload) settle(op *Op, r reply) {
 		if op.Kind == KIncrBy {
 			op.First = r.num - op.N + 1
 		}
-		w.known.see(op.Key, op.Last)
+		w.known.see(op.Key, op.Last, true)
 	case KNextSeg:
 		v, err := r.ints()
 		if err != nil || len(v) != 2 {
@@ -303,13 +316,13 @@ func (w *workload) settle(op *Op, r reply) {
 			return
 		}
 		op.First, op.Last = v[0], v[1]
-		w.known.see(op.Key, op.Last)
+		w.known.see(op.Key, op.Last, true)
 	case KSet:
 		if r.kind != '+' || r.str != "OK" {
 			bad()
 			return
 		}
-		w.known.see(op.Key, op.N)
+		w.known.see(op.Key, op.N, false)
 	case KGet:
 		if r.kind != '$' {
 			bad()

@@ -122,7 +122,7 @@ func (c *campaign) waitVoter(n *node, wait time.Duration) error {
 // ghostClient issues NEXTID, GENEID and INCR on one process (a forgotten
 // node, or a joiner that should have been refused) until ctx ends.
 func (c *campaign) ghostClient(ctx context.Context, slot int, p *proc, ghost string) {
-	w := &workload{pm: c.pm, hist: c.hist, t0: c.t0, step: c.pm.step, known: knowledge{max: map[string]int64{}}}
+	w := &workload{pm: c.pm, hist: c.hist, t0: c.t0, step: c.pm.step}
 	rc, err := dialRESP(p.addr, 1_000_000+int64(p.gen), time.Second)
 	if err != nil {
 		return
@@ -447,16 +447,34 @@ func (r *Result) Table(w io.Writer) {
 	if v == nil {
 		return
 	}
-	fmt.Fprintln(tw, "operation\tok\trefused\tunknown\t")
+	// Latency of acknowledged operations, by kind (a transaction's
+	// commands are the transaction's: counted under EXEC only).
+	lat := map[Kind][]time.Duration{}
+	if r.History != nil {
+		for _, op := range r.History.Ops {
+			if op.Outcome == OK && (op.Tx == 0 || op.Kind == KExec) {
+				lat[op.Kind] = append(lat[op.Kind], op.End-op.Start)
+			}
+		}
+	}
+	pct := func(k Kind, p int) string {
+		ds := lat[k]
+		if len(ds) == 0 {
+			return "-"
+		}
+		slices.Sort(ds)
+		return fmt.Sprintf("%.1f", float64(ds[(len(ds)-1)*p/100])/1e6)
+	}
+	fmt.Fprintln(tw, "operation\tok\trefused\tunknown\tp50 ms\tp99 ms\t")
 	var sum [3]int
 	for k := range numKinds {
 		c := v.OpsByKind[k.String()]
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t\n", k, c[0], c[1], c[2])
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t\n", k, c[0], c[1], c[2], pct(k, 50), pct(k, 99))
 		for i := range sum {
 			sum[i] += c[i]
 		}
 	}
-	fmt.Fprintf(tw, "total\t%d\t%d\t%d\t\n", sum[0], sum[1], sum[2])
+	fmt.Fprintf(tw, "total\t%d\t%d\t%d\t\t\t\n", sum[0], sum[1], sum[2])
 	tw.Flush()
 	fmt.Fprintf(w, "\nvalues checked (IDs and segment values acknowledged): %d\n", v.ValuesChecked)
 	var tagsChecked []string

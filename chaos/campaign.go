@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -476,6 +477,7 @@ func (r *Result) Table(w io.Writer) {
 	}
 	fmt.Fprintf(tw, "total\t%d\t%d\t%d\t\t\t\n", sum[0], sum[1], sum[2])
 	tw.Flush()
+	r.errorTable(w)
 	fmt.Fprintf(w, "\nvalues checked (IDs and segment values acknowledged): %d\n", v.ValuesChecked)
 	var tagsChecked []string
 	for tag, res := range v.Porcupine {
@@ -503,5 +505,47 @@ func (r *Result) Table(w io.Writer) {
 	for _, a := range v.Anomalies {
 		fmt.Fprintln(w)
 		fmt.Fprint(w, a.Report(r.Seed))
+	}
+}
+
+var numbers = regexp.MustCompile(`[0-9]+`)
+
+// errorTable prints the commonest reasons operations were refused or left
+// unknown, by kind, the numbers in them blanked so that alike errors count
+// together.
+func (r *Result) errorTable(w io.Writer) {
+	if r.History == nil {
+		return
+	}
+	type reason struct {
+		kind    Kind
+		outcome Outcome
+		text    string
+	}
+	counts := map[reason]int{}
+	for _, op := range r.History.Ops {
+		if op.Outcome == OK || op.Err == "" {
+			continue
+		}
+		text := numbers.ReplaceAllString(op.Err, "#")
+		if len(text) > 70 {
+			text = text[:70] + "..."
+		}
+		counts[reason{op.Kind, op.Outcome, text}]++
+	}
+	reasons := make([]reason, 0, len(counts))
+	for k := range counts {
+		reasons = append(reasons, k)
+	}
+	sort.Slice(reasons, func(i, j int) bool { return counts[reasons[i]] > counts[reasons[j]] })
+	if len(reasons) > 12 {
+		reasons = reasons[:12]
+	}
+	if len(reasons) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\ncommonest reasons for refused and unknown operations:")
+	for _, k := range reasons {
+		fmt.Fprintf(w, "  %7d  %-7s %-8s %s\n", counts[k], k.kind, k.outcome, k.text)
 	}
 }

@@ -824,10 +824,11 @@ func (c *Cluster) join(ctx context.Context, node, raftAddr, respAddr string) (Jo
 	}
 	if member {
 		// A member that restarted, perhaps on new addresses. One that is
-		// not a voter (it joined but was not promoted: killed while it
-		// caught up, or the leader changed) is promoted once caught up.
-		switch voter := c.isVoter(node); {
-		case !voter && node != c.cfg.NodeID:
+		// a non-voter (it joined but was not promoted: killed while it
+		// caught up, or the leader changed), or out of the configuration
+		// and back on a new address, is promoted once caught up.
+		switch suffrage := c.suffrageOf(node); {
+		case node != c.cfg.NodeID && (suffrage == "nonvoter" || suffrage == "staging" || suffrage == "none" && m.RaftAddr != raftAddr):
 			if err := c.raft.AddNonvoter(raft.ServerID(node), raft.ServerAddress(raftAddr), 0, c.timing.Apply).Error(); err != nil {
 				return JoinResult{}, fmt.Errorf("%w: add non-voter: %v", ErrNoLeader, err)
 			}
@@ -883,9 +884,6 @@ func (c *Cluster) join(ctx context.Context, node, raftAddr, respAddr string) (Jo
 		"start_above_ms", jr.StartAboveMS, "lease_end_ms", jr.LeaseEndMS)
 	return JoinResult{Worker: jr.Worker, StartAboveMS: jr.StartAboveMS, LeaseEndMS: jr.LeaseEndMS}, nil
 }
-
-// isVoter reports whether node is a voter in the latest Raft configuration.
-func (c *Cluster) isVoter(node string) bool { return c.suffrageOf(node) == "voter" }
 
 // suffrage is this node's standing in its latest Raft configuration.
 func (c *Cluster) suffrage() string { return c.suffrageOf(c.cfg.NodeID) }

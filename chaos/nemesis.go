@@ -355,6 +355,10 @@ func (nm *nemesis) forgetLive(ctx context.Context, n *node, f Fault, ev *FaultEv
 	stopGhost()
 	<-ghostDone
 	n.kill()
+	// Its disk goes with it: left behind, the directories of forgotten
+	// nodes fill the slot's small tmpfs after a few dozen replacements,
+	// and a later member cannot append to its Raft log.
+	os.RemoveAll(n.dir)
 }
 
 // wipeRejoin kills a node and starts it on an empty directory with --join:
@@ -559,7 +563,10 @@ func (nm *nemesis) wrongLayout(ctx context.Context, f Fault, ev *FaultEvent) {
 	extra.layout = []string{"--worker-bits", "9", "--seq-bits", "13"}
 	ev.Slots = []int{extra.slot}
 	p, err := c.pm.start(extra, c.pm.node(other).respAddr(), 20*time.Second)
-	defer extra.kill()
+	defer func() {
+		extra.kill()
+		os.RemoveAll(extra.dir)
+	}()
 	if err != nil {
 		ev.Detail = "joiner with --worker-bits 9 --seq-bits 13 refused: " + firstLine(err.Error())
 		return

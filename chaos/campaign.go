@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -93,10 +94,36 @@ func (c *campaign) setClock(n *node, d time.Duration) error {
 	return nil
 }
 
+// isVoter says whether n's process counts itself a voter (CLUSTER INFO
+// raft_suffrage; a binary without the field counts as one).
+func (c *campaign) isVoter(n *node) bool {
+	p := n.running()
+	if p == nil {
+		return false
+	}
+	info, err := clusterInfo(p.addr)
+	if err != nil {
+		return false
+	}
+	s, ok := info["raft_suffrage"]
+	return !ok || s == "voter"
+}
+
+// waitVoter waits until n counts itself a voter: a joiner is a non-voter
+// until the leader saw it catch up.
+func (c *campaign) waitVoter(n *node, wait time.Duration) error {
+	for deadline := time.Now().Add(wait); !c.isVoter(n); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s is not a voter %v after the repair began", n.nodeID, wait)
+		}
+	}
+	return nil
+}
+
 // ghostClient issues NEXTID, GENEID and INCR on one process (a forgotten
 // node, or a joiner that should have been refused) until ctx ends.
 func (c *campaign) ghostClient(ctx context.Context, slot int, p *proc, ghost string) {
-	w := &workload{pm: c.pm, hist: c.hist, t0: c.t0, step: c.pm.step, known: knowledge{max: map[string]int64{}}}
+	w := &workload{pm: c.pm, hist: c.hist, t0: c.t0, step: c.pm.step}
 	rc, err := dialRESP(p.addr, 1_000_000+int64(p.gen), time.Second)
 	if err != nil {
 		return
@@ -246,7 +273,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	logf("chaos: %d nodes up in %v (binary %s, dir %s)", cfg.Nodes, time.Since(start).Round(time.Millisecond), bin, root)
 
-	w := &workload{seed: cfg.Seed, pm: c.pm, hist: c.hist, t0: c.t0, step: cfg.SegmentStep, known: knowledge{max: map[string]int64{}}}
+	w := &workload{seed: cfg.Seed, pm: c.pm, hist: c.hist, t0: c.t0, step: cfg.SegmentStep}
 	cctx, stopClients := context.WithCancel(ctx)
 	var clients sync.WaitGroup
 	for slot := range cfg.Nodes {
@@ -405,27 +432,52 @@ func (r *Result) Table(w io.Writer) {
 	fmt.Fprintln(tw, "fault\tinjected\t")
 	total := 0
 	for _, k := range sortedKinds(r.Faults) {
+		if k == KRepair {
+			continue
+		}
 		fmt.Fprintf(tw, "%s\t%d\t\n", k, r.Faults[k])
 		total += r.Faults[k]
 	}
 	fmt.Fprintf(tw, "total\t%d\t\n", total)
 	tw.Flush()
+	if n := r.Faults[KRepair]; n > 0 {
+		fmt.Fprintf(w, "(and %d operator repairs before a fault or at the heal: a slot restarted, a refused restart given a new node ID, a stale member forgotten, a joiner waited for until promoted)\n", n)
+	}
 	fmt.Fprintln(w)
 	v := r.Verdict
 	if v == nil {
 		return
 	}
-	fmt.Fprintln(tw, "operation\tok\trefused\tunknown\t")
+	// Latency of acknowledged operations, by kind (a transaction's
+	// commands are the transaction's: counted under EXEC only).
+	lat := map[Kind][]time.Duration{}
+	if r.History != nil {
+		for _, op := range r.History.Ops {
+			if op.Outcome == OK && (op.Tx == 0 || op.Kind == KExec) {
+				lat[op.Kind] = append(lat[op.Kind], op.End-op.Start)
+			}
+		}
+	}
+	pct := func(k Kind, p int) string {
+		ds := lat[k]
+		if len(ds) == 0 {
+			return "-"
+		}
+		slices.Sort(ds)
+		return fmt.Sprintf("%.1f", float64(ds[(len(ds)-1)*p/100])/1e6)
+	}
+	fmt.Fprintln(tw, "operation\tok\trefused\tunknown\tp50 ms\tp99 ms\t")
 	var sum [3]int
 	for k := range numKinds {
 		c := v.OpsByKind[k.String()]
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t\n", k, c[0], c[1], c[2])
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t\n", k, c[0], c[1], c[2], pct(k, 50), pct(k, 99))
 		for i := range sum {
 			sum[i] += c[i]
 		}
 	}
-	fmt.Fprintf(tw, "total\t%d\t%d\t%d\t\n", sum[0], sum[1], sum[2])
+	fmt.Fprintf(tw, "total\t%d\t%d\t%d\t\t\t\n", sum[0], sum[1], sum[2])
 	tw.Flush()
+	r.errorTable(w)
 	fmt.Fprintf(w, "\nvalues checked (IDs and segment values acknowledged): %d\n", v.ValuesChecked)
 	var tagsChecked []string
 	for tag, res := range v.Porcupine {
@@ -453,5 +505,47 @@ func (r *Result) Table(w io.Writer) {
 	for _, a := range v.Anomalies {
 		fmt.Fprintln(w)
 		fmt.Fprint(w, a.Report(r.Seed))
+	}
+}
+
+var numbers = regexp.MustCompile(`[0-9]+`)
+
+// errorTable prints the commonest reasons operations were refused or left
+// unknown, by kind, the numbers in them blanked so that alike errors count
+// together.
+func (r *Result) errorTable(w io.Writer) {
+	if r.History == nil {
+		return
+	}
+	type reason struct {
+		kind    Kind
+		outcome Outcome
+		text    string
+	}
+	counts := map[reason]int{}
+	for _, op := range r.History.Ops {
+		if op.Outcome == OK || op.Err == "" {
+			continue
+		}
+		text := numbers.ReplaceAllString(op.Err, "#")
+		if len(text) > 70 {
+			text = text[:70] + "..."
+		}
+		counts[reason{op.Kind, op.Outcome, text}]++
+	}
+	reasons := make([]reason, 0, len(counts))
+	for k := range counts {
+		reasons = append(reasons, k)
+	}
+	sort.Slice(reasons, func(i, j int) bool { return counts[reasons[i]] > counts[reasons[j]] })
+	if len(reasons) > 12 {
+		reasons = reasons[:12]
+	}
+	if len(reasons) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\ncommonest reasons for refused and unknown operations:")
+	for _, k := range reasons {
+		fmt.Fprintf(w, "  %7d  %-7s %-8s %s\n", counts[k], k.kind, k.outcome, k.text)
 	}
 }

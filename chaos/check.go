@@ -296,8 +296,8 @@ func (c *checker) floors() {
 	for _, op := range c.h.Ops {
 		switch {
 		case !ok(op):
-		case op.Kind == KSet && op.Lower:
-			c.add("set-lowered", fmt.Sprintf("SET %s %d answered OK below a value already acknowledged", op.Key, op.N), op)
+		case op.Kind == KSet && op.Lower && c.issuedAbove(op) != nil:
+			c.add("set-lowered", fmt.Sprintf("SET %s %d answered OK below a value already acknowledged", op.Key, op.N), c.issuedAbove(op), op)
 		case op.Kind == KSet:
 			sets[op.Key] = append(sets[op.Key], op)
 		case isAlloc(op.Kind):
@@ -327,6 +327,17 @@ func (c *checker) floors() {
 			}
 		}
 	}
+}
+
+// issuedAbove is an allocation of set's tag acknowledged above its value
+// before it was sent, or nil.
+func (c *checker) issuedAbove(set *Op) *Op {
+	for _, a := range c.h.Ops {
+		if ok(a) && isAlloc(a.Kind) && a.Key == set.Key && a.Last > set.N && a.End < set.Start {
+			return a
+		}
+	}
+	return nil
 }
 
 // lowered says whether a SET of tag that may have taken effect (answered
@@ -400,7 +411,7 @@ func (c *checker) restartedBefore(op *Op) bool {
 		return false
 	}
 	for _, f := range c.h.Faults {
-		if f.Start < op.End && slices.Contains([]string{FKill, FForgetLive, FWipeNewID, FWipeSameID, FDiskFull}, f.Kind) {
+		if f.Start < op.End && slices.Contains([]string{FKill, FForgetLive, FWipeNewID, FWipeSameID, FDiskFull, KRepair}, f.Kind) {
 			return true
 		}
 	}
@@ -546,7 +557,7 @@ func tagModel(init []tagState) porcupine.Model {
 func (c *checker) linearizable(timeout time.Duration) {
 	byTag := map[string][]*Op{}
 	for _, op := range c.h.Ops {
-		if op.Kind != KNextID && op.Kind != KGeneID && (op.Outcome == OK || op.Kind == KSet && op.Outcome == Unknown) {
+		if (isAlloc(op.Kind) || op.Kind == KSet || op.Kind == KGet) && (op.Outcome == OK || op.Kind == KSet && op.Outcome == Unknown) {
 			byTag[op.Key] = append(byTag[op.Key], op)
 		}
 	}

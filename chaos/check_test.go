@@ -58,6 +58,15 @@ func TestCheckerFindsEachAnomaly(t *testing.T) {
 		{"not-linearizable", []*Op{alloc("a", "s", 12, 12, 0, 1), set("s", 10, OK, 2, 3)}},
 		{"clockback", []*Op{{Kind: KNextID, Slot: 1, Err: "-CLOCKBACK clock is 5 ms behind issued IDs", Outcome: Refused, Start: ms(30), End: ms(31)}}},
 	}
+	// A SET meant to lower, answered OK below an earlier floor but above
+	// every value issued, is what the spec allows.
+	lowerFloor := &History{}
+	for _, op := range []*Op{alloc("a", "f", 1, 100, 0, 1), set("f", 5000, OK, 2, 3), {Kind: KSet, Key: "f", N: 3000, Lower: true, Start: ms(4), End: ms(5)}} {
+		lowerFloor.addOp(op)
+	}
+	if v := Check(lowerFloor, 8, time.Second); len(v.Anomalies) != 0 {
+		t.Errorf("a SET below a floor but above every issued value: %s", v.Anomalies[0].Report(0))
+	}
 	// After the cluster accepted a mistake, anomalies are told apart.
 	h := &History{Membership: []Anomaly{{Kind: "membership", At: ms(1)}}}
 	h.addOp(ids(KNextID, "a", 0, 1, 10))

@@ -20,10 +20,15 @@ const (
 	KNextSeg
 	KSet
 	KGet
+	// KExec is a MULTI ... EXEC: its queued commands are ops of their own
+	// kinds, with the transaction's number in Tx.
+	KExec
+	// KDiscard is a MULTI ... DISCARD: nothing it queued may run.
+	KDiscard
 	numKinds
 )
 
-var kindNames = [...]string{"NEXTID", "GENEID", "INCR", "INCRBY", "NEXTSEG", "SET", "GET"}
+var kindNames = [...]string{"NEXTID", "GENEID", "INCR", "INCRBY", "NEXTSEG", "SET", "GET", "EXEC", "DISCARD"}
 
 func (k Kind) String() string { return kindNames[k] }
 
@@ -62,6 +67,9 @@ type Op struct {
 	First   int64   // INCR/INCRBY/NEXTSEG range; GET value in Last
 	Last    int64
 	Nil     bool // GET answered nil
+	// Tx numbers a transaction: its EXEC (or DISCARD) and the commands it
+	// queued share it; 0 outside one.
+	Tx int64
 	// Ghost says the process was outside the cluster by the nemesis's
 	// doing: "forgotten" (FORGET while it ran) or "wrong-layout" (a joiner
 	// the cluster should have refused).
@@ -75,7 +83,12 @@ func (o *Op) String() string {
 	if o.Ghost != "" {
 		b.WriteString(" (" + o.Ghost + " node)")
 	}
+	if o.Tx != 0 && o.Kind != KExec && o.Kind != KDiscard {
+		fmt.Fprintf(&b, " (in tx %d)", o.Tx)
+	}
 	switch o.Kind {
+	case KExec, KDiscard:
+		fmt.Fprintf(&b, " tx %d of %d commands", o.Tx, o.N)
 	case KNextID:
 		fmt.Fprintf(&b, " %d", o.N)
 	case KGeneID:
@@ -98,7 +111,7 @@ func (o *Op) String() string {
 		} else {
 			fmt.Fprintf(&b, "[%d .. %d] (%d IDs)", o.IDs[0], o.IDs[len(o.IDs)-1], len(o.IDs))
 		}
-	case o.Kind == KSet:
+	case o.Kind == KSet || o.Kind == KExec || o.Kind == KDiscard:
 		b.WriteString("OK")
 	case o.Kind == KGet && o.Nil:
 		b.WriteString("(nil)")

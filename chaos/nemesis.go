@@ -46,6 +46,9 @@ type Fault struct {
 	Target int
 	Other  int // the second node of a one-way partition
 	Amount time.Duration
+	// ForgetAfter: a wipe's old node ID is forgotten after its
+	// replacement joined, not before (an operator may do either).
+	ForgetAfter bool
 }
 
 func (f Fault) String() string {
@@ -53,7 +56,11 @@ func (f Fault) String() string {
 	if f.Target >= 0 {
 		t = "slot" + strconv.Itoa(f.Target)
 	}
-	return fmt.Sprintf("+%v %s %s hold=%v amount=%v", f.Gap.Round(time.Millisecond), f.Kind, t, f.Hold.Round(time.Millisecond), f.Amount)
+	s := fmt.Sprintf("+%v %s %s hold=%v amount=%v", f.Gap.Round(time.Millisecond), f.Kind, t, f.Hold.Round(time.Millisecond), f.Amount)
+	if f.ForgetAfter {
+		s += " forget-after"
+	}
+	return s
 }
 
 // weights make membership faults rarer than the cheap ones.
@@ -97,6 +104,8 @@ func Schedule(seed uint64, d time.Duration, kinds []string, nodes int) []Fault {
 			f.Amount = time.Duration(1+rng.IntN(500)) * time.Millisecond
 		case FForgetLive:
 			f.Hold = time.Duration(2000+rng.IntN(13000)) * time.Millisecond
+		case FWipeNewID, FWipeSameID:
+			f.ForgetAfter = rng.IntN(2) == 0
 		}
 		t += f.Gap + f.Hold
 		if t > d {
@@ -128,6 +137,7 @@ func (nm *nemesis) run(ctx context.Context, faults []Fault) {
 		if ctx.Err() != nil {
 			return
 		}
+		nm.repair()
 		nm.inject(ctx, f)
 	}
 }
@@ -270,9 +280,9 @@ func (nm *nemesis) inject(ctx context.Context, f Fault) {
 	case FForgetLive:
 		nm.forgetLive(ctx, n, f, ev)
 	case FWipeNewID:
-		nm.wipeRejoin(n, false, ev)
+		nm.wipeRejoin(n, false, f.ForgetAfter, ev)
 	case FWipeSameID:
-		nm.wipeRejoin(n, true, ev)
+		nm.wipeRejoin(n, true, f.ForgetAfter, ev)
 	case FWrongLayout:
 		nm.wrongLayout(ctx, f, ev)
 	}
@@ -345,13 +355,19 @@ func (nm *nemesis) forgetLive(ctx context.Context, n *node, f Fault, ev *FaultEv
 	stopGhost()
 	<-ghostDone
 	n.kill()
+	// Its disk goes with it: left behind, the directories of forgotten
+	// nodes fill the slot's small tmpfs after a few dozen replacements,
+	// and a later member cannot append to its Raft log.
+	os.RemoveAll(n.dir)
 }
 
 // wipeRejoin kills a node and starts it on an empty directory with --join:
-// under a new node ID after FORGET (the operator's remedy), or under the same
-// node ID without FORGET (a replaced disk), which the spec says is refused.
-func (nm *nemesis) wipeRejoin(n *node, sameID bool, ev *FaultEvent) {
+// under a new node ID with a FORGET of the old one, before or after the
+// rejoin (the operator's remedy), or under the same node ID without FORGET
+// (a replaced disk), which the spec says is refused.
+func (nm *nemesis) wipeRejoin(n *node, sameID, forgetAfter bool, ev *FaultEvent) {
 	c := nm.c
+	defer func() { ev.Detail = strings.TrimSuffix(ev.Detail, "; ") }()
 	other := nm.liveOther(n.slot)
 	if other < 0 {
 		ev.Detail = "no other member running"
@@ -374,19 +390,154 @@ func (nm *nemesis) wipeRejoin(n *node, sameID bool, ev *FaultEvent) {
 		ev.Detail = "empty directory under " + n.nodeID + " refused (" + firstLine(err.Error()) + "); "
 		n.kill()
 	}
-	if err := nm.forget(n.slot, n.nodeID); err != nil {
-		ev.Detail += "FORGET " + n.nodeID + ": " + err.Error() + "; "
+	old := n.nodeID
+	forget := func() {
+		if err := nm.forget(n.slot, old); err != nil {
+			ev.Detail += "FORGET " + old + ": " + err.Error() + "; "
+		} else {
+			ev.Detail += "FORGET " + old + "; "
+		}
 	}
+	if !forgetAfter {
+		forget()
+	}
+	defer func() {
+		if forgetAfter {
+			forget()
+		}
+	}()
 	if err := c.pm.freshDir(n, nm.newNodeID(n.slot)); err != nil {
-		ev.Detail += err.Error()
+		ev.Detail += err.Error() + "; "
 		return
 	}
 	n.join = join
 	if _, err := c.pm.start(n, join, 40*time.Second); err != nil {
-		ev.Detail += "rejoin as " + n.nodeID + " failed: " + err.Error()
+		ev.Detail += "rejoin as " + n.nodeID + " failed: " + err.Error() + "; "
 		return
 	}
-	ev.Detail += "rejoined as " + n.nodeID
+	ev.Detail += "rejoined as " + n.nodeID + "; "
+}
+
+// KRepair is the fault-table kind of the repairs the nemesis makes, as a
+// careful operator would, before each fault and at the heal.
+const KRepair = "operator-repair"
+
+// repair brings the cluster back to full strength, as a careful operator
+// does before touching it again: every slot runs (a slot whose restart is
+// refused, say a joiner killed before it stored its worker ID, gets the
+// remedy: FORGET, an empty directory, a new node ID), and the members are
+// the slots' nodes and nobody else (an old node ID a failed FORGET left
+// behind is forgotten). So each fault starts from three voters, and takes at
+// most one away for its hold: the majority of the configured voters is
+// never lost for longer than one fault.
+func (nm *nemesis) repair() []string {
+	c := nm.c
+	ev := &FaultEvent{Kind: KRepair, Start: c.since()}
+	var did, problems []string
+	for _, n := range c.pm.slots() {
+		c.pm.reap(n)
+	}
+	for _, n := range c.pm.slots() {
+		if n.running() != nil {
+			continue
+		}
+		ev.Slots = append(ev.Slots, n.slot)
+		if other := nm.liveOther(n.slot); n.join != "" && other >= 0 {
+			// The member it first joined through may have moved.
+			n.join = c.pm.node(other).respAddr()
+		}
+		p, err := c.pm.start(n, n.join, 40*time.Second)
+		if err == nil {
+			did = append(did, "restarted "+n.nodeID)
+			continue
+		}
+		if p == nil || !p.exited() {
+			problems = append(problems, err.Error())
+			continue // slow, not refused: it may still come up
+		}
+		// Refused: the remedy.
+		old := n.nodeID
+		other := nm.liveOther(n.slot)
+		if other < 0 {
+			problems = append(problems, fmt.Sprintf("%s refused to start (%s) and no member runs", old, firstLine(err.Error())))
+			continue
+		}
+		if err := nm.forget(n.slot, old); err != nil {
+			problems = append(problems, "FORGET "+old+": "+err.Error())
+		}
+		if err := c.pm.freshDir(n, nm.newNodeID(n.slot)); err != nil {
+			problems = append(problems, err.Error())
+			continue
+		}
+		n.join = c.pm.node(other).respAddr()
+		if _, err := c.pm.start(n, n.join, 40*time.Second); err != nil {
+			problems = append(problems, "rejoin as "+n.nodeID+": "+err.Error())
+			continue
+		}
+		did = append(did, fmt.Sprintf("%s refused to start (%s): forgotten, rejoined as %s", old, firstLine(err.Error()), n.nodeID))
+	}
+	// A joiner is a non-voter until it has caught up: the next fault
+	// waits for it, or the cluster would have a voter fewer than it shows.
+	for _, n := range c.pm.slots() {
+		if n.running() == nil || c.isVoter(n) {
+			continue
+		}
+		waited := time.Now()
+		if err := c.waitVoter(n, 30*time.Second); err != nil {
+			problems = append(problems, err.Error())
+		} else {
+			did = append(did, fmt.Sprintf("waited %v for %s to be promoted to voter", time.Since(waited).Round(time.Millisecond), n.nodeID))
+		}
+	}
+	stale, err := nm.staleMembers()
+	if err != nil {
+		problems = append(problems, "member list: "+err.Error())
+	}
+	for _, id := range stale {
+		if err := nm.forget(-1, id); err != nil {
+			problems = append(problems, "FORGET stale member "+id+": "+err.Error())
+		} else {
+			did = append(did, "forgot stale member "+id)
+		}
+	}
+	if len(did)+len(problems) > 0 {
+		ev.End = c.since()
+		ev.Detail = strings.Join(append(did, problems...), "; ")
+		c.hist.addFault(ev)
+		c.logf("fault %s", ev)
+	}
+	return problems
+}
+
+// staleMembers are the members, as the leader lists them, that no slot's
+// node is.
+func (nm *nemesis) staleMembers() ([]string, error) {
+	c := nm.c
+	var info map[string]string
+	for deadline := time.Now().Add(10 * time.Second); info == nil; time.Sleep(200 * time.Millisecond) {
+		for _, n := range c.pm.slots() {
+			if p := n.running(); p != nil {
+				if i, err := clusterInfo(p.addr); err == nil && i["role"] == "Leader" {
+					info = i
+					break
+				}
+			}
+		}
+		if info == nil && time.Now().After(deadline) {
+			return nil, fmt.Errorf("no node leads (10 s)")
+		}
+	}
+	current := map[string]bool{}
+	for _, n := range c.pm.slots() {
+		current[n.nodeID] = true
+	}
+	var stale []string
+	for _, m := range strings.Split(info["member_list"], ",") {
+		if id, _, ok := strings.Cut(m, "="); ok && !current[id] {
+			stale = append(stale, id)
+		}
+	}
+	return stale, nil
 }
 
 func firstLine(s string) string {
@@ -412,7 +563,10 @@ func (nm *nemesis) wrongLayout(ctx context.Context, f Fault, ev *FaultEvent) {
 	extra.layout = []string{"--worker-bits", "9", "--seq-bits", "13"}
 	ev.Slots = []int{extra.slot}
 	p, err := c.pm.start(extra, c.pm.node(other).respAddr(), 20*time.Second)
-	defer extra.kill()
+	defer func() {
+		extra.kill()
+		os.RemoveAll(extra.dir)
+	}()
 	if err != nil {
 		ev.Detail = "joiner with --worker-bits 9 --seq-bits 13 refused: " + firstLine(err.Error())
 		return
@@ -449,19 +603,11 @@ func (nm *nemesis) heal() []string {
 		n.signal(syscall.SIGCONT)
 	}
 	for _, n := range c.pm.slots() {
-		if n.running() == nil {
-			if other := nm.liveOther(n.slot); n.join != "" && other >= 0 {
-				// The member it first joined through may have moved.
-				n.join = c.pm.node(other).respAddr()
-			}
-			if _, err := c.pm.start(n, n.join, 40*time.Second); err != nil {
-				problems = append(problems, err.Error())
-			}
-		} else if n.clockOffset() != 0 {
+		if n.running() != nil && n.clockOffset() != 0 {
 			c.setClock(n, 0)
 		}
 	}
-	return problems
+	return append(problems, nm.repair()...)
 }
 
 // sortedKinds orders a count map by AllFaults.

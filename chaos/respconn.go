@@ -88,6 +88,30 @@ func (rc *respConn) do(deadline time.Time, args ...string) (reply, error) {
 	return readReply(rc.r, 0)
 }
 
+// pipeline sends the commands at once and reads their replies by deadline.
+// An error means the outcome of every command is unknown and the connection
+// must be closed.
+func (rc *respConn) pipeline(deadline time.Time, cmds [][]string) ([]reply, error) {
+	rc.c.SetDeadline(deadline)
+	for _, args := range cmds {
+		fmt.Fprintf(rc.w, "*%d\r\n", len(args))
+		for _, a := range args {
+			fmt.Fprintf(rc.w, "$%d\r\n%s\r\n", len(a), a)
+		}
+	}
+	if err := rc.w.Flush(); err != nil {
+		return nil, err
+	}
+	out := make([]reply, len(cmds))
+	for i := range out {
+		var err error
+		if out[i], err = readReply(rc.r, 0); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
 func readReply(r *bufio.Reader, depth int) (reply, error) {
 	if depth > 4 {
 		return reply{}, errors.New("reply nested too deep")

@@ -25,7 +25,7 @@ type opSpec struct {
 	kind  Kind
 	key   string
 	n     int64 // 0: NEXTID/GENEID without a count
-	lower bool  // SET below a value already acknowledged
+	lower bool  // SET below a value already issued
 }
 
 // drawOp draws the next operation of a client's schedule. Everything but
@@ -73,29 +73,74 @@ func drawOp(rng *rand.Rand, step int64) opSpec {
 		return opSpec{kind: KSet, key: tag, n: 1 + rng.Int64N(100_000)}
 	case w < 93:
 		return opSpec{kind: KSet, key: tag, lower: true, n: rng.Int64N(1 << 40)}
+	case w < 96:
+		return opSpec{kind: KGet, key: tag}
+	case w < 99:
+		return opSpec{kind: KExec, n: 1 + rng.Int64N(4)}
+	default:
+		return opSpec{kind: KDiscard, n: 1 + rng.Int64N(3)}
+	}
+}
+
+// drawQueued draws a command queued inside MULTI.
+func drawQueued(rng *rand.Rand, step int64) opSpec {
+	tag := tags[0]
+	if rng.IntN(3) == 0 {
+		tag = tags[1+rng.IntN(len(tags)-1)]
+	}
+	switch w := rng.IntN(100); {
+	case w < 30:
+		return opSpec{kind: KIncr, key: tag}
+	case w < 50:
+		return opSpec{kind: KIncrBy, key: tag, n: 1 + rng.Int64N(step-1)}
+	case w < 58:
+		return opSpec{kind: KNextSeg, key: tag, n: 1 + rng.Int64N(step)}
+	case w < 75:
+		n := int64(0)
+		if rng.IntN(2) == 0 {
+			n = 1 + rng.Int64N(20)
+		}
+		return opSpec{kind: KNextID, n: n}
+	case w < 85:
+		return opSpec{kind: KGeneID, key: hotBuyer}
+	case w < 95:
+		return opSpec{kind: KSet, key: tag, n: 1 + rng.Int64N(100_000)}
 	default:
 		return opSpec{kind: KGet, key: tag}
 	}
 }
 
 // knowledge is what clients have seen acknowledged, shared so that SET can
-// raise above, or try to lower below, a value already issued.
+// raise above every value and floor, or try to lower below a value already
+// issued (not merely below a floor: SET may lower a tag below a floor when
+// no value above it was issued).
 type knowledge struct {
-	mu  sync.Mutex
-	max map[string]int64
+	mu     sync.Mutex
+	max    map[string]int64 // values issued and floors set
+	issued map[string]int64 // values issued
 }
 
-func (k *knowledge) see(tag string, v int64) {
-	k.mu.Lock()
-	if v > k.max[tag] {
-		k.max[tag] = v
-	}
-	k.mu.Unlock()
-}
-
-func (k *knowledge) get(tag string) int64 {
+// see records a value issued (issued) or a floor set.
+func (k *knowledge) see(tag string, v int64, issued bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if k.max == nil {
+		k.max, k.issued = map[string]int64{}, map[string]int64{}
+	}
+	k.max[tag] = max(k.max[tag], v)
+	if issued {
+		k.issued[tag] = max(k.issued[tag], v)
+	}
+}
+
+// get is the largest value issued or floor set (issued false), or the
+// largest value issued.
+func (k *knowledge) get(tag string, issued bool) int64 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if issued {
+		return k.issued[tag]
+	}
 	return k.max[tag]
 }
 
@@ -108,6 +153,7 @@ type workload struct {
 	step  int64
 	known knowledge
 	conns atomic.Int64 // client connections opened
+	txs   atomic.Int64 // transactions sent
 }
 
 // client runs one client against slot until ctx ends; id names its random
@@ -147,7 +193,16 @@ func (w *workload) client(ctx context.Context, id, slot int) {
 			}
 			rcProc = p
 		}
-		op := w.do(rc, p, id, slot, spec)
+		var op *Op
+		if spec.kind == KExec || spec.kind == KDiscard {
+			queued := make([]opSpec, spec.n)
+			for i := range queued {
+				queued[i] = drawQueued(rng, w.step)
+			}
+			op = w.doTx(rc, p, id, slot, spec.kind, queued)
+		} else {
+			op = w.do(rc, p, id, slot, spec)
+		}
 		if op == nil {
 			continue
 		}
@@ -163,6 +218,25 @@ func (w *workload) client(ctx context.Context, id, slot int) {
 
 // do sends one operation and records it.
 func (w *workload) do(rc *respConn, p *proc, client, slot int, spec opSpec) *Op {
+	op, args := w.prepare(rc, p, client, slot, spec)
+	if op == nil {
+		return nil
+	}
+	op.Start = time.Since(w.t0)
+	r, err := rc.do(time.Now().Add(opTimeout), args...)
+	op.End = time.Since(w.t0)
+	defer w.hist.addOp(op)
+	if err != nil {
+		op.Outcome, op.Err = Unknown, err.Error()
+		return op
+	}
+	w.settle(op, r)
+	return op
+}
+
+// prepare makes the op a spec draws and the command that sends it; nil
+// when it cannot be sent now (a lowering SET with nothing below it).
+func (w *workload) prepare(rc *respConn, p *proc, client, slot int, spec opSpec) (*Op, []string) {
 	op := &Op{Client: client, Slot: slot, Node: p.nodeID, Proc: p.gen, Conn: rc.id, Kind: spec.kind, Key: spec.key, N: spec.n, Lower: spec.lower}
 	var args []string
 	switch spec.kind {
@@ -179,10 +253,10 @@ func (w *workload) do(rc *respConn, p *proc, client, slot int, spec opSpec) *Op 
 	case KGet:
 		args = []string{"GET", spec.key}
 	case KSet:
-		known := w.known.get(spec.key)
+		known := w.known.get(spec.key, spec.lower)
 		if spec.lower {
 			if known < 2 {
-				return nil
+				return nil, nil
 			}
 			op.N = 1 + spec.n%(known-1) // below a value already acknowledged
 		} else {
@@ -193,75 +267,167 @@ func (w *workload) do(rc *respConn, p *proc, client, slot int, spec opSpec) *Op 
 	if spec.n > 0 && spec.kind != KSet {
 		args = append(args, strconv.FormatInt(spec.n, 10))
 	}
-	op.Start = time.Since(w.t0)
-	r, err := rc.do(time.Now().Add(opTimeout), args...)
-	op.End = time.Since(w.t0)
-	defer w.hist.addOp(op)
-	if err != nil {
-		op.Outcome, op.Err = Unknown, err.Error()
-		return op
-	}
+	return op, args
+}
+
+// settle records reply r in op: its values, or why it has none.
+func (w *workload) settle(op *Op, r reply) {
 	if r.isError() {
 		op.Outcome, op.Err = Refused, "-"+r.str
-		if spec.kind == KSet && !strings.HasPrefix(r.str, "ERR values never go back") {
+		if op.Kind == KSet && !strings.HasPrefix(r.str, "ERR values never go back") {
 			// The floor may be committed even though this node could not
 			// confirm it.
 			op.Outcome = Unknown
 		}
-		return op
+		return
 	}
-	bad := func() *Op {
+	bad := func() {
 		op.Outcome, op.Err = Unknown, "unexpected reply "+r.String()
-		return op
 	}
-	switch spec.kind {
+	switch op.Kind {
 	case KNextID, KGeneID:
 		switch {
-		case r.kind == ':' && spec.n == 0:
+		case r.kind == ':' && op.N == 0:
 			op.IDs = []int64{r.num}
-		case r.kind == '*' && spec.n > 0:
+		case r.kind == '*' && op.N > 0:
 			ids, err := r.ints()
-			if err != nil || int64(len(ids)) != spec.n {
-				return bad()
+			if err != nil || int64(len(ids)) != op.N {
+				bad()
+				return
 			}
 			op.IDs = ids
 		default:
-			return bad()
+			bad()
 		}
 	case KIncr, KIncrBy:
 		if r.kind != ':' {
-			return bad()
+			bad()
+			return
 		}
 		op.First, op.Last = r.num, r.num
-		if spec.kind == KIncrBy {
-			op.First = r.num - spec.n + 1
+		if op.Kind == KIncrBy {
+			op.First = r.num - op.N + 1
 		}
-		w.known.see(spec.key, op.Last)
+		w.known.see(op.Key, op.Last, true)
 	case KNextSeg:
 		v, err := r.ints()
 		if err != nil || len(v) != 2 {
-			return bad()
+			bad()
+			return
 		}
 		op.First, op.Last = v[0], v[1]
-		w.known.see(spec.key, op.Last)
+		w.known.see(op.Key, op.Last, true)
 	case KSet:
 		if r.kind != '+' || r.str != "OK" {
-			return bad()
+			bad()
+			return
 		}
-		w.known.see(spec.key, op.N)
+		w.known.see(op.Key, op.N, false)
 	case KGet:
 		if r.kind != '$' {
-			return bad()
+			bad()
+			return
 		}
 		if r.null {
 			op.Nil = true
-			break
+			return
 		}
 		v, err := strconv.ParseInt(r.str, 10, 64)
 		if err != nil {
-			return bad()
+			bad()
+			return
 		}
 		op.Last = v
 	}
-	return op
+}
+
+// doTx sends MULTI, the queued commands, and EXEC (or DISCARD, by kind),
+// pipelined, and records the transaction and, for EXEC, each queued command
+// as an op of its own with EXEC's reply for it: acknowledged when EXEC's
+// array holds a value for it, refused when it holds an error or EXEC
+// aborted, unknown when EXEC's answer did not come. The commands' times are
+// the transaction's: sent with MULTI, answered with EXEC.
+func (w *workload) doTx(rc *respConn, p *proc, client, slot int, kind Kind, queued []opSpec) *Op {
+	head := &Op{Client: client, Slot: slot, Node: p.nodeID, Proc: p.gen, Conn: rc.id, Kind: kind, Tx: w.txs.Add(1)}
+	var ops []*Op
+	cmds := [][]string{{"MULTI"}}
+	for _, spec := range queued {
+		op, args := w.prepare(rc, p, client, slot, spec)
+		if op == nil {
+			continue
+		}
+		op.Tx = head.Tx
+		ops = append(ops, op)
+		cmds = append(cmds, args)
+	}
+	head.N = int64(len(ops))
+	if kind == KExec {
+		cmds = append(cmds, []string{"EXEC"})
+	} else {
+		cmds = append(cmds, []string{"DISCARD"})
+		ops = nil // nothing queued runs: no op of theirs goes in the history
+	}
+	head.Start = time.Since(w.t0)
+	replies, err := rc.pipeline(time.Now().Add(opTimeout), cmds)
+	head.End = time.Since(w.t0)
+	defer func() {
+		w.hist.addOp(head)
+		for _, op := range ops {
+			op.Start, op.End = head.Start, head.End
+			if op.Outcome == Unknown && op.Err == "" {
+				op.Err = "the transaction's outcome is unknown"
+			}
+			w.hist.addOp(op)
+		}
+	}()
+	for _, op := range ops {
+		op.Outcome = Unknown
+	}
+	if err != nil {
+		head.Outcome, head.Err = Unknown, err.Error()
+		return head
+	}
+	bad := func(r reply) *Op {
+		head.Outcome, head.Err = Unknown, "unexpected reply "+r.String()
+		return head
+	}
+	if r := replies[0]; r.kind != '+' || r.str != "OK" {
+		return bad(r)
+	}
+	queueErr := false
+	for _, r := range replies[1 : len(replies)-1] {
+		switch {
+		case r.isError():
+			queueErr = true
+		case r.kind != '+' || r.str != "QUEUED":
+			return bad(r)
+		}
+	}
+	last := replies[len(replies)-1]
+	switch {
+	case kind == KDiscard && last.kind == '+' && last.str == "OK":
+	case kind == KDiscard:
+		return bad(last)
+	case last.isError() && strings.HasPrefix(last.str, "EXECABORT"):
+		head.Outcome, head.Err = Refused, "-"+last.str
+		for _, op := range ops {
+			op.Outcome, op.Err = Refused, "-"+last.str
+		}
+		return head
+	case last.isError():
+		// TRYAGAIN, LOADING and the like before anything ran.
+		head.Outcome, head.Err = Refused, "-"+last.str
+		for _, op := range ops {
+			op.Outcome, op.Err = Refused, "-"+last.str
+		}
+		return head
+	case queueErr || last.kind != '*' || len(last.arr) != len(ops):
+		return bad(last)
+	default:
+		for i, op := range ops {
+			op.Outcome = OK
+			w.settle(op, last.arr[i])
+		}
+	}
+	return head
 }

@@ -422,6 +422,9 @@ func (c *Cluster) watchRole() {
 				c.log.Warn("cannot store the cluster identity yet", "err", err)
 			}
 		}
+		if c.IsLeader() {
+			c.promoteCaughtUp()
+		}
 	}
 }
 
@@ -827,8 +830,17 @@ func (c *Cluster) join(ctx context.Context, node, raftAddr, respAddr string) (Jo
 		}
 	}
 	if member {
-		// A member that restarted, perhaps on new addresses.
-		if m.RaftAddr != raftAddr {
+		// A member that restarted, perhaps on new addresses. One that is
+		// a non-voter (it joined but was not promoted: killed while it
+		// caught up, or the leader changed), or out of the configuration
+		// and back on a new address, is promoted once caught up.
+		switch suffrage := c.suffrageOf(node); {
+		case node != c.cfg.NodeID && (suffrage == "nonvoter" || suffrage == "staging" || suffrage == "none" && m.RaftAddr != raftAddr):
+			if err := c.raft.AddNonvoter(raft.ServerID(node), raft.ServerAddress(raftAddr), 0, c.timing.Apply).Error(); err != nil {
+				return JoinResult{}, fmt.Errorf("%w: add non-voter: %v", ErrNoLeader, err)
+			}
+			go c.promoteWhenCaughtUp(node, raftAddr, c.raft.LastIndex())
+		case m.RaftAddr != raftAddr:
 			if err := c.raft.AddVoter(raft.ServerID(node), raft.ServerAddress(raftAddr), 0, c.timing.Apply).Error(); err != nil {
 				return JoinResult{}, fmt.Errorf("%w: add voter: %v", ErrNoLeader, err)
 			}
@@ -848,11 +860,14 @@ func (c *Cluster) join(ctx context.Context, node, raftAddr, respAddr string) (Jo
 		if _, err := c.call(ctx, raftAddr, &request{Op: opAdmit}); err != nil {
 			return refuse("it did not accept this cluster (%v)", err)
 		}
-		if err := c.raft.AddVoter(raft.ServerID(node), raft.ServerAddress(raftAddr), 0, c.timing.Apply).Error(); err != nil {
-			return JoinResult{}, fmt.Errorf("%w: add voter: %v", ErrNoLeader, err)
+		// A non-voter first: while it catches up, and if it dies before it
+		// has, it counts towards no majority, so a joiner killed mid-join
+		// cannot take the quorum away (a voter that never answers would).
+		if err := c.raft.AddNonvoter(raft.ServerID(node), raft.ServerAddress(raftAddr), 0, c.timing.Apply).Error(); err != nil {
+			return JoinResult{}, fmt.Errorf("%w: add non-voter: %v", ErrNoLeader, err)
 		}
 	}
-	resp, err := c.apply(newEntry(entryJoin).string(node).string(raftAddr).string(respAddr).
+	resp, index, err := c.applyIndex(newEntry(entryJoin).string(node).string(raftAddr).string(respAddr).
 		varint(c.nowMS()).varint(c.cfg.WorkerLease.Milliseconds()))
 	if err != nil {
 		return JoinResult{}, err
@@ -860,14 +875,97 @@ func (c *Cluster) join(ctx context.Context, node, raftAddr, respAddr string) (Jo
 	jr := resp.(joinResult)
 	if jr.Err != nil {
 		if node != c.cfg.NodeID {
-			// Leave the configuration as it was: no stray voter.
+			// Leave the configuration as it was: no stray server.
 			c.raft.RemoveServer(raft.ServerID(node), 0, c.timing.Apply)
 		}
 		return JoinResult{}, jr.Err
 	}
+	if node != c.cfg.NodeID {
+		// The join answers now, as fast as it did when the joiner was
+		// added as a voter at once: a joiner whose answer is late retries
+		// (its read times out after 3 s), and is refused as a member with
+		// an empty directory.
+		go c.promoteWhenCaughtUp(node, raftAddr, index)
+	}
 	c.log.Info("member joined", "node", node, "worker", jr.Worker, "raft", raftAddr, "resp", respAddr,
 		"start_above_ms", jr.StartAboveMS, "lease_end_ms", jr.LeaseEndMS)
 	return JoinResult{Worker: jr.Worker, StartAboveMS: jr.StartAboveMS, LeaseEndMS: jr.LeaseEndMS}, nil
+}
+
+// suffrage is this node's standing in its latest Raft configuration.
+func (c *Cluster) suffrage() string { return c.suffrageOf(c.cfg.NodeID) }
+
+// suffrageOf is node's standing in the latest Raft configuration this node
+// knows: voter, nonvoter, staging, or none.
+func (c *Cluster) suffrageOf(node string) string {
+	cf := c.raft.GetConfiguration()
+	if cf.Error() != nil {
+		return "none"
+	}
+	for _, s := range cf.Configuration().Servers {
+		if s.ID == raft.ServerID(node) {
+			return strings.ToLower(s.Suffrage.String())
+		}
+	}
+	return "none"
+}
+
+// promoteWhenCaughtUp promotes a member that joined as a non-voter once
+// it has applied index, waiting up to a node-to-node call's budget; after
+// that the leader's promoteCaughtUp keeps trying. Until then the node shows
+// raft_suffrage:nonvoter in CLUSTER INFO.
+func (c *Cluster) promoteWhenCaughtUp(node, raftAddr string, index uint64) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timing.Call)
+	defer cancel()
+	go func() {
+		select {
+		case <-c.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if err := c.promote(ctx, node, raftAddr, index); err != nil {
+		c.log.Warn("member not promoted yet: it stays a non-voter until it has caught up", "node", node, "err", err)
+	}
+}
+
+// promote makes node, a non-voter, a voter once it has applied index (it
+// caught up with the log that made it a member), waiting for that as long
+// as ctx allows, so that it counts towards a majority only when it can
+// take part in one.
+func (c *Cluster) promote(ctx context.Context, node, raftAddr string, index uint64) error {
+	_, err := c.call(ctx, raftAddr, &request{Op: opApplied, Index: index})
+	if err != nil {
+		return fmt.Errorf("%w: node %s has not caught up to index %d yet: %v", ErrNoLeader, node, index, err)
+	}
+	if err := c.raft.AddVoter(raft.ServerID(node), raft.ServerAddress(raftAddr), 0, c.timing.Apply).Error(); err != nil {
+		return fmt.Errorf("%w: add voter: %v", ErrNoLeader, err)
+	}
+	c.log.Info("member promoted to voter", "node", node, "index", index)
+	return nil
+}
+
+// promoteCaughtUp promotes the non-voting members that have caught up: a
+// joiner whose promotion failed (it was slow, or the leader changed) is not
+// left out of the majority for good.
+func (c *Cluster) promoteCaughtUp() {
+	cf := c.raft.GetConfiguration()
+	if cf.Error() != nil {
+		return
+	}
+	for _, s := range cf.Configuration().Servers {
+		if s.Suffrage == raft.Voter {
+			continue
+		}
+		if _, member := c.fsm.member(string(s.ID)); !member {
+			continue // a joiner not yet a member, or a stray: its join or FORGET decides
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*c.timing.Election)
+		if err := c.promote(ctx, string(s.ID), string(s.Address), c.raft.LastIndex()); err != nil {
+			c.log.Debug("non-voting member not promoted yet", "node", s.ID, "err", err)
+		}
+		cancel()
+	}
 }
 
 // identity is what this node says of itself to a node checking a join.
@@ -1063,6 +1161,7 @@ type Status struct {
 	Leader          string // RESP address
 	Term            string
 	Members         []MemberStatus
+	Suffrage        string // in this node's latest Raft configuration: voter, nonvoter (a joiner not yet promoted) or none
 	AppliedIndex    uint64
 	CommitIndex     string
 	RaftAddr        string
@@ -1081,7 +1180,7 @@ func (c *Cluster) Status() Status {
 	return Status{
 		NodeID: c.cfg.NodeID, ClusterID: c.ClusterID(), Worker: worker, LeaseEndMS: c.fsm.lease(c.cfg.NodeID),
 		Role: st["state"], LeaderID: string(leaderID), Leader: leader, Term: st["term"],
-		Members: c.fsm.memberList(), AppliedIndex: c.fsm.applied(), CommitIndex: st["commit_index"],
+		Members: c.fsm.memberList(), Suffrage: c.suffrage(), AppliedIndex: c.fsm.applied(), CommitIndex: st["commit_index"],
 		RaftAddr: c.RaftAddr(), AppliesProposed: c.applies.Load(),
 	}
 }
@@ -1110,6 +1209,7 @@ func (s Status) Pairs() [][2]string {
 		{"term", s.Term},
 		{"members", fmt.Sprint(len(s.Members))},
 		{"member_list", strings.Join(list, ",")},
+		{"raft_suffrage", s.Suffrage},
 		{"applied_index", fmt.Sprint(s.AppliedIndex)},
 		{"commit_index", s.CommitIndex},
 		{"raft_addr", s.RaftAddr},

@@ -704,6 +704,11 @@ func (c *Cluster) fenceLocal(tag string) *response {
 // confirm waits until every member has published index: applied it and
 // dropped what it makes stale from its buffers.
 func (c *Cluster) confirm(ctx context.Context, index uint64, what string) error {
+	// Followers learn that index committed from the leader's next
+	// AppendEntries, which without new entries is the next heartbeat (a
+	// tenth of the heartbeat timeout: 100 ms by default). A barrier is a new
+	// entry: replicating it tells them now. Its own outcome does not matter.
+	c.raft.Barrier(c.timing.Apply)
 	return c.everyMember(ctx, what, "applied it", &request{Op: opApplied, Index: index}, nil,
 		func(ctx context.Context) (*response, error) { return nil, c.fsm.waitPublished(ctx, index) })
 }

@@ -315,3 +315,24 @@ func TestConcurrentRunsNeverRepeat(t *testing.T) {
 		t.Fatalf("%d INCR values and %d IDs, want %d of each", len(seenIncr), len(seenIDs), conns*each)
 	}
 }
+
+// TestPreAuthLimitsEndWithAuthInTheSamePacket: the pre-AUTH frame limits
+// apply by the connection's state when each frame is read, as in Redis: a
+// large frame pipelined behind a successful AUTH in the same packet is
+// served, and one behind a failed AUTH is refused (redis-server 7.0 answers
+// both packets with these bytes).
+func TestPreAuthLimitsEndWithAuthInTheSamePacket(t *testing.T) {
+	addr := startServer(t, Config{Password: "pw"})
+	eleven := "ECHO " + strings.TrimSpace(strings.Repeat("a ", 10))
+	conn, rd := dial(t, addr)
+	send(t, conn, frames("AUTH pw", eleven))
+	if a, b := readLine(t, rd), readLine(t, rd); a != "+OK" || b != "-ERR wrong number of arguments for 'echo' command" {
+		t.Fatalf("after AUTH: %q %q", a, b)
+	}
+	conn, rd = dial(t, addr)
+	send(t, conn, frames("AUTH nope", eleven))
+	if a, b := readLine(t, rd), readLine(t, rd); !strings.HasPrefix(a, "-WRONGPASS") || b != "-ERR Protocol error: unauthenticated multibulk length" {
+		t.Fatalf("after a failed AUTH: %q %q", a, b)
+	}
+	expectClosed(t, rd)
+}

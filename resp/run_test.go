@@ -252,3 +252,87 @@ func TestFramesAcrossReads(t *testing.T) {
 		t.Fatalf("ECHO tail: %q %q", a, b)
 	}
 }
+
+// TestConcurrentRunsNeverRepeat: connections pipelining runs of INCR on one
+// tag and of NEXTID at once get values no other reply holds, each
+// connection's increasing.
+func TestConcurrentRunsNeverRepeat(t *testing.T) {
+	segs := engine.NewSegments(newFakeCluster(), 10, time.Now)
+	addr := startServer(t, Config{Segments: segs})
+	const conns, each = 6, 2000
+	type result struct {
+		incr, ids []int64
+	}
+	results := make(chan result, conns)
+	for range conns {
+		go func() {
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Error(err)
+				results <- result{}
+				return
+			}
+			defer conn.Close()
+			conn.SetDeadline(time.Now().Add(20 * time.Second))
+			go conn.Write([]byte(frames(append(repeat("INCR shared", each), repeat("NEXTID", each)...)...)))
+			rd := bufio.NewReader(conn)
+			var r result
+			for i := range 2 * each {
+				line, err := rd.ReadString('\n')
+				if err != nil || line[0] != ':' {
+					t.Errorf("reply %d: %q, %v", i, line, err)
+					break
+				}
+				v, _ := strconv.ParseInt(strings.TrimSpace(line[1:]), 10, 64)
+				if i < each {
+					r.incr = append(r.incr, v)
+				} else {
+					r.ids = append(r.ids, v)
+				}
+			}
+			results <- r
+		}()
+	}
+	seenIncr, seenIDs := map[int64]bool{}, map[int64]bool{}
+	for range conns {
+		r := <-results
+		increasing(t, "INCR shared on one connection", r.incr)
+		increasing(t, "NEXTID on one connection", r.ids)
+		for _, v := range r.incr {
+			if seenIncr[v] {
+				t.Fatalf("INCR shared: %d answered twice", v)
+			}
+			seenIncr[v] = true
+		}
+		for _, v := range r.ids {
+			if seenIDs[v] {
+				t.Fatalf("NEXTID: %d answered twice", v)
+			}
+			seenIDs[v] = true
+		}
+	}
+	if len(seenIncr) != conns*each || len(seenIDs) != conns*each {
+		t.Fatalf("%d INCR values and %d IDs, want %d of each", len(seenIncr), len(seenIDs), conns*each)
+	}
+}
+
+// TestPreAuthLimitsEndWithAuthInTheSamePacket: the pre-AUTH frame limits
+// apply by the connection's state when each frame is read, as in Redis: a
+// large frame pipelined behind a successful AUTH in the same packet is
+// served, and one behind a failed AUTH is refused (redis-server 7.0 answers
+// both packets with these bytes).
+func TestPreAuthLimitsEndWithAuthInTheSamePacket(t *testing.T) {
+	addr := startServer(t, Config{Password: "pw"})
+	eleven := "ECHO " + strings.TrimSpace(strings.Repeat("a ", 10))
+	conn, rd := dial(t, addr)
+	send(t, conn, frames("AUTH pw", eleven))
+	if a, b := readLine(t, rd), readLine(t, rd); a != "+OK" || b != "-ERR wrong number of arguments for 'echo' command" {
+		t.Fatalf("after AUTH: %q %q", a, b)
+	}
+	conn, rd = dial(t, addr)
+	send(t, conn, frames("AUTH nope", eleven))
+	if a, b := readLine(t, rd), readLine(t, rd); !strings.HasPrefix(a, "-WRONGPASS") || b != "-ERR Protocol error: unauthenticated multibulk length" {
+		t.Fatalf("after a failed AUTH: %q %q", a, b)
+	}
+	expectClosed(t, rd)
+}

@@ -2,10 +2,19 @@ package resp
 
 import (
 	"github.com/tidwall/redcon"
+
+	"idserver/engine"
 )
 
-// cmdNextIDRuns answers NEXTIDRUNS count: the same count IDs NEXTID count
-// would issue, as an array of runs [first, last], each run the consecutive
+// runIssuer is an IDSource that issues NEXTID's IDs as runs itself, a step
+// per run rather than per ID (engine.Generator); other sources' IDs are cut
+// into runs here.
+type runIssuer interface {
+	NextIDRuns(dst []engine.IDRun, n int) ([]engine.IDRun, error)
+}
+
+// cmdNextIDRuns answers NEXTIDRUNS count: count IDs, as NEXTID count issues
+// them, in an array of runs [first, last], each run the consecutive
 // integers first..last, runs strictly increasing.
 //
 // Within one logical millisecond NEXTID's IDs are consecutive integers (the
@@ -19,41 +28,41 @@ func cmdNextIDRuns(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	if !ok {
 		return
 	}
-	ids, err := s.ids.NextIDs(c.ids[:0], n)
-	c.ids = ids[:0]
+	var runs []engine.IDRun
+	var err error
+	if ri, ok := s.ids.(runIssuer); ok {
+		runs, err = ri.NextIDRuns(make([]engine.IDRun, 0, 8), n)
+	} else {
+		var ids []int64
+		ids, err = s.ids.NextIDs(c.ids[:0], n)
+		c.ids = ids[:0]
+		runs = appendRuns(nil, ids)
+	}
 	if err != nil {
 		s.engineError(conn, err)
 		return
 	}
-	s.cmdStats[c.cmd].issued.Add(int64(len(ids)))
+	s.cmdStats[c.cmd].issued.Add(int64(n))
 	if s.clockBehind.Load() && s.clockBehind.CompareAndSwap(true, false) {
 		s.cfg.Logger.Info("clock caught up: issuing IDs again")
 	}
-	conn.WriteArray(countRuns(ids))
-	for first := 0; first < len(ids); {
-		last := runEnd(ids, first)
+	conn.WriteArray(len(runs))
+	for _, r := range runs {
 		conn.WriteArray(2)
-		conn.WriteInt64(ids[first])
-		conn.WriteInt64(ids[last])
-		first = last + 1
+		conn.WriteInt64(r.First)
+		conn.WriteInt64(r.Last)
 	}
 }
 
-// runEnd is the index of the last ID of the run of consecutive integers
-// that starts at ids[first].
-func runEnd(ids []int64, first int) int {
-	last := first
-	for last+1 < len(ids) && ids[last+1] == ids[last]+1 {
-		last++
+// appendRuns appends ids, increasing, to dst as runs of consecutive
+// integers.
+func appendRuns(dst []engine.IDRun, ids []int64) []engine.IDRun {
+	for i, id := range ids {
+		if i > 0 && ids[i-1]+1 == id {
+			dst[len(dst)-1].Last = id
+		} else {
+			dst = append(dst, engine.IDRun{First: id, Last: id})
+		}
 	}
-	return last
-}
-
-// countRuns is the number of runs of consecutive integers in ids.
-func countRuns(ids []int64) int {
-	runs := 0
-	for first := 0; first < len(ids); first = runEnd(ids, first) + 1 {
-		runs++
-	}
-	return runs
+	return dst
 }

@@ -3,14 +3,19 @@ package resp
 import (
 	"context"
 	"fmt"
+	"math"
+	"net"
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"idserver/engine"
 )
 
-func TestRuns(t *testing.T) {
+func TestAppendRuns(t *testing.T) {
 	for _, tc := range []struct {
 		ids  []int64
 		runs [][2]int64
@@ -21,13 +26,11 @@ func TestRuns(t *testing.T) {
 		{[]int64{10, 11, 12, 40, 41, 99}, [][2]int64{{10, 12}, {40, 41}, {99, 99}}},
 	} {
 		var got [][2]int64
-		for first := 0; first < len(tc.ids); {
-			last := runEnd(tc.ids, first)
-			got = append(got, [2]int64{tc.ids[first], tc.ids[last]})
-			first = last + 1
+		for _, r := range appendRuns(nil, tc.ids) {
+			got = append(got, [2]int64{r.First, r.Last})
 		}
-		if !slices.Equal(got, tc.runs) || countRuns(tc.ids) != len(tc.runs) {
-			t.Errorf("%v: runs %v (count %d), want %v", tc.ids, got, countRuns(tc.ids), tc.runs)
+		if !slices.Equal(got, tc.runs) {
+			t.Errorf("%v: runs %v, want %v", tc.ids, got, tc.runs)
 		}
 	}
 }
@@ -185,4 +188,44 @@ func TestNextIDRunsInterleaved(t *testing.T) {
 		}
 	}
 	t.Logf("%d IDs, none twice", len(all))
+}
+
+// TestNextIDRunsFromAListSource: an IDSource without NextIDRuns gets its
+// NextIDs cut into runs by the server, with the same reply.
+func TestNextIDRunsFromAListSource(t *testing.T) {
+	gen, err := engine.New(engine.Config{Layout: engine.DefaultLayout(), Worker: 3, MaxBorrow: time.Second, LeaseEndMS: math.MaxInt64}, time.Now, &memHighWater{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Embedding the interface hides the Generator's other methods.
+	srv := New(Config{Version: "test"}, struct{ IDSource }{gen})
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	defer func() {
+		srv.Close()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	rdb := newClient(t, ln.Addr().String(), 2, "")
+	ctx := context.Background()
+	var prev int64
+	for _, n := range []int{1, 3000, 10000} {
+		reply, err := rdb.Do(ctx, "NEXTIDRUNS", n).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, err := expandRuns(reply)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ids) != n || ids[0] <= prev {
+			t.Fatalf("NEXTIDRUNS %d: %d IDs from %d, after %d", n, len(ids), ids[0], prev)
+		}
+		prev = ids[len(ids)-1]
+	}
 }

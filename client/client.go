@@ -55,7 +55,7 @@ type Buffer struct {
 	// goes to; 1 with FixedBatch asks for one value per request. Default
 	// 128, and 16 for each gene's IDs.
 	Batch int
-	// MaxBatch is the largest batch (NEXTID and GENEID take at most
+	// MaxBatch is the largest batch (NEXTIDRUNS, NEXTID and GENEID take at most
 	// 10000); default 10000.
 	MaxBatch int
 	// FixedBatch keeps Batch instead of following the rate.
@@ -75,6 +75,10 @@ type Buffer struct {
 	// own cache (through a sync.Pool), so that most takes touch no lock.
 	// Default 32; negative: no per-P cache.
 	Local int
+	// NoRuns asks NEXTID n, an array of n IDs, instead of NEXTIDRUNS n,
+	// which answers the same IDs as a few runs [first, last]: the client
+	// then parses an integer per ID (the benchmarks compare the two).
+	NoRuns bool
 	// Strict hands values out in the order they are taken from the process
 	// buffer, strictly increasing: no per-P cache, and a value at or below
 	// one already handed out (a batch from another node after a failover)
@@ -111,6 +115,9 @@ type Client struct {
 	opt   Options
 	nodes []*redis.Client
 	cur   atomic.Int64 // the node requests go to first
+	// noRuns: a node answered NEXTIDRUNS with an unknown command (a
+	// server from before it); NEXTID n from then on.
+	noRuns atomic.Bool
 
 	ids *Sequence
 
@@ -155,7 +162,7 @@ func New(opts Options) (*Client, error) {
 		o.Addr = addr
 		c.nodes = append(c.nodes, redis.NewClient(&o))
 	}
-	c.ids = newSequence(c, c.fetchIDs("NEXTID"), opts.Buffer, opts.MaxAge, engineMaxCount)
+	c.ids = newSequence(c, c.fetchNextIDs(), opts.Buffer, opts.MaxAge, engineMaxCount)
 	return c, nil
 }
 
@@ -188,7 +195,8 @@ const geneBatch = 16
 // engineMaxCount is the largest count NEXTID, GENEID and UUIDV7 take.
 const engineMaxCount = 10000
 
-// IDs is the snowflake ID sequence (NEXTID).
+// IDs is the snowflake ID sequence (NEXTIDRUNS, or NEXTID; see
+// Buffer.NoRuns).
 func (c *Client) IDs() *Sequence { return c.ids }
 
 // Next returns a snowflake ID: c.IDs().Next(ctx).
@@ -350,7 +358,7 @@ func (c *Client) Close() error {
 	return first
 }
 
-// fetchIDs requests n IDs with cmd args... n.
+// fetchIDs requests n IDs with cmd args... n, an array of IDs.
 func (c *Client) fetchIDs(cmd string, args ...string) fetchFunc {
 	return func(ctx context.Context, n int) (chunk, error) {
 		born := time.Now()
@@ -370,8 +378,66 @@ func (c *Client) fetchIDs(cmd string, args ...string) fetchFunc {
 		if err == nil && len(ids) == 0 {
 			err = fmt.Errorf("idclient: %s answered no IDs", cmd)
 		}
-		return chunk{ids: ids, born: born}, err
+		if err != nil {
+			return chunk{}, err
+		}
+		return chunk{runs: appendRuns(nil, ids), size: len(ids), born: born}, nil
 	}
+}
+
+// fetchNextIDs requests n snowflake IDs as runs (NEXTIDRUNS n), or as a
+// list (NEXTID n) with Buffer.NoRuns or once a node did not know
+// NEXTIDRUNS.
+func (c *Client) fetchNextIDs() fetchFunc {
+	list := c.fetchIDs("NEXTID")
+	if c.opt.Buffer.NoRuns {
+		return list
+	}
+	return func(ctx context.Context, n int) (chunk, error) {
+		if c.noRuns.Load() {
+			return list(ctx, n)
+		}
+		born := time.Now()
+		var reply []any
+		err := c.do(ctx, func(ctx context.Context, rdb *redis.Client) error {
+			var err error
+			reply, err = rdb.Do(ctx, "NEXTIDRUNS", n).Slice()
+			return err
+		})
+		if err != nil && strings.HasPrefix(err.Error(), "ERR unknown command") {
+			c.noRuns.Store(true)
+			return list(ctx, n)
+		}
+		if err != nil {
+			return chunk{}, err
+		}
+		runs, err := parseRuns(reply)
+		if err != nil {
+			return chunk{}, err
+		}
+		return chunk{runs: runs, size: n, born: born}, nil
+	}
+}
+
+// parseRuns reads NEXTIDRUNS's reply: runs [first, last], increasing.
+func parseRuns(reply []any) ([]run, error) {
+	runs := make([]run, 0, len(reply))
+	for _, elem := range reply {
+		pair, _ := elem.([]any)
+		if len(pair) != 2 {
+			return nil, fmt.Errorf("idclient: NEXTIDRUNS answered %v", reply)
+		}
+		first, ok1 := pair[0].(int64)
+		last, ok2 := pair[1].(int64)
+		if !ok1 || !ok2 || first > last || (len(runs) > 0 && first <= runs[len(runs)-1].last()) {
+			return nil, fmt.Errorf("idclient: NEXTIDRUNS answered %v", reply)
+		}
+		runs = append(runs, run{next: first, step: 1, count: last - first + 1})
+	}
+	if len(runs) == 0 {
+		return nil, errors.New("idclient: NEXTIDRUNS answered no IDs")
+	}
+	return runs, nil
 }
 
 // fetchSegment requests n values of tag with NEXTSEG.
@@ -392,7 +458,8 @@ func (c *Client) fetchSegment(tag string) fetchFunc {
 		if err != nil {
 			return chunk{}, err
 		}
-		return chunk{next: seg[0], last: seg[1], born: born}, nil
+		r := run{next: seg[0], step: 1, count: seg[1] - seg[0] + 1}
+		return chunk{runs: []run{r}, size: int(r.count), born: born}, nil
 	}
 }
 

@@ -73,7 +73,9 @@ type Buffer struct {
 	NoSingleflight bool
 	// Local is how many values a P takes from the process buffer into its
 	// own cache (through a sync.Pool), so that most takes touch no lock.
-	// Default 32; negative: no per-P cache.
+	// Default 128 (a take from the process buffer costs a lock and a
+	// clock read; values move as runs, so a larger take costs no more);
+	// negative: no per-P cache.
 	Local int
 	// NoRuns asks NEXTID n, an array of n IDs, instead of NEXTIDRUNS n,
 	// which answers the same IDs as a few runs [first, last]: the client
@@ -101,7 +103,7 @@ func (b Buffer) withDefaults() Buffer {
 		b.Prefetch = 0.5
 	}
 	if b.Local == 0 {
-		b.Local = 32
+		b.Local = defaultLocal
 	}
 	if b.Strict {
 		b.Local = -1
@@ -183,6 +185,9 @@ func (c *Client) tick(every time.Duration) {
 // coarseNow is the coarse clock: ns since start, behind by at most a tick
 // (more when the process is starved of CPU).
 func (c *Client) coarseNow() int64 { return c.coarse.Load() }
+
+// defaultLocal is Buffer.Local's default.
+const defaultLocal = 128
 
 // closeGrace is how long Close waits for requests in flight.
 const closeGrace = 200 * time.Millisecond

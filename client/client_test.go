@@ -233,7 +233,7 @@ func TestSingleflightCollapsesMisses(t *testing.T) {
 func TestFreshnessDropsOldIDs(t *testing.T) {
 	srv := startServer(t, "")
 	for _, local := range []int{-1, 0} {
-		c := newClient(t, Options{Addrs: []string{srv.addr}, MaxAge: 200 * time.Millisecond, Buffer: Buffer{Batch: 100, FixedBatch: true, Prefetch: -1, Local: local}})
+		c := newClient(t, Options{Addrs: []string{srv.addr}, MaxAge: 200 * time.Millisecond, Buffer: Buffer{Batch: 1000, FixedBatch: true, Prefetch: -1, Local: local}})
 		ctx := context.Background()
 		first, err := c.Next(ctx)
 		if err != nil {
@@ -246,9 +246,10 @@ func TestFreshnessDropsOldIDs(t *testing.T) {
 			t.Fatal(err)
 		}
 		st := c.IDs().Stats()
-		// With per-P caches, the 31 IDs in the first P's cache are dropped
-		// when that cache is next used, which may be on another call.
-		if st.Fetches != 2 || (st.Dropped != 99 && !(local == 0 && st.Dropped == 99-31)) {
+		// With per-P caches, the 127 IDs in the first P's cache are
+		// dropped when that cache is next used, which may be on another
+		// call.
+		if st.Fetches != 2 || (st.Dropped != 999 && !(local == 0 && st.Dropped == 1000-defaultLocal)) {
 			t.Fatalf("local %d: after MaxAge: %+v, want 2 fetches and the buffered IDs dropped", local, st)
 		}
 		if next <= first || taken.Sub(idTime(next)) > 100*time.Millisecond {
@@ -289,7 +290,7 @@ func TestCloseDropsBufferedIDs(t *testing.T) {
 			t.Fatalf("UUIDv7 after Close: %v", err)
 		}
 	}
-	if d := c.IDs().Stats().Dropped; d < 999-32 {
+	if d := c.IDs().Stats().Dropped; d < 1000-defaultLocal {
 		t.Fatalf("Close dropped %d buffered IDs, want the ~999 left", d)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -102,6 +103,10 @@ func TestNextIDRunsOverGoRedis(t *testing.T) {
 	st := &srv.cmdStats[commandTable["nextidruns"].index]
 	if calls, issued := st.calls.Load(), st.issued.Load(); calls != 8 || issued != 2*(1+2+100+10000) {
 		t.Errorf("counted %d NEXTIDRUNS calls, %d IDs", calls, issued)
+	}
+	// INFO's ids_issued counts them with NEXTID's (and 10 single NEXTIDs).
+	if info, err := newClient(t, addr, 2, "").Info(ctx, "stats").Result(); err != nil || !strings.Contains(info, fmt.Sprintf("ids_issued:%d\r\n", 10+2*(1+2+100+10000))) {
+		t.Errorf("INFO stats: %v\n%s", err, info)
 	}
 	rdb := newClient(t, addr, 2, "")
 	for _, tc := range []struct {

@@ -247,7 +247,7 @@ func (s *Sequence) pop(dst []run, want int) ([]run, time.Time) {
 		if s.opt.Strict && len(dst) > 0 {
 			s.lastOut, s.hasOut = dst[len(dst)-1].last(), true
 		}
-		if c.size == 0 {
+		if len(c.runs) == 0 {
 			s.chunks[0] = chunk{}
 			s.chunks = s.chunks[1:]
 		}

@@ -420,7 +420,7 @@ func (c *Client) fetchNextIDs() fetchFunc {
 		if err != nil {
 			return chunk{}, err
 		}
-		return chunk{runs: runs, size: n, born: born}, nil
+		return chunk{runs: runs, size: int(countOf(runs)), born: born}, nil
 	}
 }
 

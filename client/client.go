@@ -403,10 +403,12 @@ func (c *Client) fetchNextIDs() fetchFunc {
 			return list(ctx, n)
 		}
 		born := time.Now()
-		var reply []any
+		var reply []int64
 		err := c.do(ctx, func(ctx context.Context, rdb *redis.Client) error {
+			r := redis.NewIntSliceCmd(ctx, "NEXTIDRUNS", n)
+			_ = rdb.Process(ctx, r)
 			var err error
-			reply, err = rdb.Do(ctx, "NEXTIDRUNS", n).Slice()
+			reply, err = r.Result()
 			return err
 		})
 		if err != nil && strings.HasPrefix(err.Error(), "ERR unknown command") {
@@ -424,18 +426,17 @@ func (c *Client) fetchNextIDs() fetchFunc {
 	}
 }
 
-// parseRuns reads NEXTIDRUNS's reply: runs [first, last], increasing.
-func parseRuns(reply []any) ([]run, error) {
-	runs := make([]run, 0, len(reply))
-	for _, elem := range reply {
-		pair, _ := elem.([]any)
-		if len(pair) != 2 {
-			return nil, fmt.Errorf("idclient: NEXTIDRUNS answered %v", reply)
-		}
-		first, ok1 := pair[0].(int64)
-		last, ok2 := pair[1].(int64)
-		if !ok1 || !ok2 || first > last || (len(runs) > 0 && first <= runs[len(runs)-1].last()) {
-			return nil, fmt.Errorf("idclient: NEXTIDRUNS answered %v", reply)
+// parseRuns reads NEXTIDRUNS's reply: first1, last1, first2, last2, ...,
+// runs increasing.
+func parseRuns(reply []int64) ([]run, error) {
+	if len(reply)%2 != 0 {
+		return nil, fmt.Errorf("idclient: NEXTIDRUNS answered %d integers, not pairs", len(reply))
+	}
+	runs := make([]run, 0, len(reply)/2)
+	for i := 0; i < len(reply); i += 2 {
+		first, last := reply[i], reply[i+1]
+		if first > last || (len(runs) > 0 && first <= runs[len(runs)-1].last()) {
+			return nil, fmt.Errorf("idclient: NEXTIDRUNS answered run %d..%d after %v", first, last, runs)
 		}
 		runs = append(runs, run{next: first, step: 1, count: last - first + 1})
 	}

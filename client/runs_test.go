@@ -106,14 +106,14 @@ func TestClientExpandsRunsFromTheServer(t *testing.T) {
 					return
 				}
 				mu.Lock()
-				for _, v := range reply {
-					if k == 1 {
-						pair := v.([]any)
-						for id := pair[0].(int64); id <= pair[1].(int64); id++ {
+				for i, v := range reply {
+					switch {
+					case k != 1:
+						others = append(others, v.(int64))
+					case i%2 == 0:
+						for id := v.(int64); id <= reply[i+1].(int64); id++ {
 							others = append(others, id)
 						}
-					} else {
-						others = append(others, v.(int64))
 					}
 				}
 				mu.Unlock()

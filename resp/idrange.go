@@ -14,8 +14,10 @@ type runIssuer interface {
 }
 
 // cmdNextIDRuns answers NEXTIDRUNS count: count IDs, as NEXTID count issues
-// them, in an array of runs [first, last], each run the consecutive
-// integers first..last, runs strictly increasing.
+// them, as runs in a flat array first1, last1, first2, last2, ...: each
+// run the consecutive integers first..last, runs strictly increasing. One
+// run is NEXTSEG's [first, last]; a flat array of integers is what every
+// client reads cheapest (go-redis: one slice, no value boxed).
 //
 // Within one logical millisecond NEXTID's IDs are consecutive integers (the
 // gene turns in the low bits, the sequence above it), so a batch is a few
@@ -46,9 +48,8 @@ func cmdNextIDRuns(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	if s.clockBehind.Load() && s.clockBehind.CompareAndSwap(true, false) {
 		s.cfg.Logger.Info("clock caught up: issuing IDs again")
 	}
-	conn.WriteArray(len(runs))
+	conn.WriteArray(2 * len(runs))
 	for _, r := range runs {
-		conn.WriteArray(2)
 		conn.WriteInt64(r.First)
 		conn.WriteInt64(r.Last)
 	}

@@ -82,7 +82,8 @@ func TestPopAndSkipOverRuns(t *testing.T) {
 // TestClientExpandsRunsFromTheServer: the full client takes snowflake IDs
 // through NEXTIDRUNS (the server counts its calls and no NEXTID) from a
 // real server with 16 sequence bits, while other connections send
-// NEXTID, NEXTIDRUNS and GENEID to the same node: no ID twice.
+// NEXTID, NEXTIDRUNS and GENEID to the same node: no ID twice, and each of
+// those connections' IDs strictly increase.
 func TestClientExpandsRunsFromTheServer(t *testing.T) {
 	srv := startServer(t, "", "--worker-bits", "6", "--seq-bits", "16")
 	c := newClient(t, Options{Addrs: []string{srv.addr}})
@@ -97,6 +98,7 @@ func TestClientExpandsRunsFromTheServer(t *testing.T) {
 			defer wg.Done()
 			rdb := redis.NewClient(&redis.Options{Addr: srv.addr})
 			defer rdb.Close()
+			var prev int64
 			for ctx.Err() == nil {
 				reply, err := rdb.Do(ctx, cmd...).Slice()
 				if err != nil {
@@ -105,17 +107,28 @@ func TestClientExpandsRunsFromTheServer(t *testing.T) {
 					}
 					return
 				}
-				mu.Lock()
+				var ids []int64
 				for i, v := range reply {
 					switch {
 					case k != 1:
-						others = append(others, v.(int64))
+						ids = append(ids, v.(int64))
 					case i%2 == 0:
 						for id := v.(int64); id <= reply[i+1].(int64); id++ {
-							others = append(others, id)
+							ids = append(ids, id)
 						}
 					}
 				}
+				// One node's NEXTIDs, and one gene's GENEIDs, strictly
+				// increase.
+				for _, id := range ids {
+					if id <= prev {
+						t.Errorf("%v: %d after %d", cmd, id, prev)
+						return
+					}
+					prev = id
+				}
+				mu.Lock()
+				others = append(others, ids...)
 				mu.Unlock()
 			}
 		}()

@@ -50,6 +50,9 @@ type chunk struct {
 	runs []run // the values not yet taken, increasing
 	size int   // how many
 	born time.Time
+	// skipped: Strict has dropped the values at or below the last one
+	// handed out; every value left is above whatever it hands out next.
+	skipped bool
 }
 
 // fetchFunc sends one request for n values.
@@ -227,8 +230,9 @@ func (s *Sequence) pop(dst []run, want int) ([]run, time.Time) {
 		if born.IsZero() || c.born.Before(born) {
 			born = c.born
 		}
-		if s.opt.Strict && s.hasOut {
+		if s.opt.Strict && s.hasOut && !c.skipped {
 			s.skipTo(c, s.lastOut)
+			c.skipped = true
 		}
 		for want > 0 && len(c.runs) > 0 {
 			r := &c.runs[0]

@@ -55,8 +55,8 @@ type Buffer struct {
 	// goes to; 1 with FixedBatch asks for one value per request. Default
 	// 128, and 16 for each gene's IDs.
 	Batch int
-	// MaxBatch is the largest batch (NEXTIDRUNS, NEXTID and GENEID take at most
-	// 10000); default 10000.
+	// MaxBatch is the largest batch (NEXTIDRUNS, NEXTID and GENEID take
+	// at most 10000); default 10000.
 	MaxBatch int
 	// FixedBatch keeps Batch instead of following the rate.
 	FixedBatch bool

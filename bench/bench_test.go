@@ -148,6 +148,8 @@ var generators = []generator{
 	clientLevel("client-+singleflight", idclient.Buffer{Batch: 128, FixedBatch: true, Local: -1}),
 	clientLevel("client-+adaptive", idclient.Buffer{Batch: 128, Local: -1}),
 	clientLevel("client-+per-P(full)", idclient.Buffer{}),
+	// The full client on NEXTID n (an array of IDs) instead of NEXTIDRUNS n.
+	clientLevel("client-full-NEXTID-lists", idclient.Buffer{NoRuns: true}),
 	clientLevel("client-strict", idclient.Buffer{Strict: true}),
 	{"bwmarrin-snowflake", func(b *testing.B, wide bool) func() (int64, error) {
 		// NewNode reads the package's bit widths; restore them after.

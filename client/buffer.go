@@ -7,19 +7,52 @@ import (
 	"time"
 )
 
-// chunk is what one request brought back: a list of IDs (NEXTID, GENEID)
-// or a range of segment values (NEXTSEG).
-type chunk struct {
-	ids        []int64 // the IDs not yet taken; nil for a range
-	next, last int64   // a range's values not yet taken: next..last
-	born       time.Time
+// run is count values: next, next+step, next+2*step, ... (step >= 1).
+// NEXTIDRUNS answers runs of step 1, NEXTSEG one run; an ID list (NEXTID,
+// GENEID) is cut into runs where the step between IDs stays the same, so
+// that a gene's IDs, a gene step apart, are few runs too.
+type run struct {
+	next  int64
+	step  int64
+	count int64
 }
 
-func (c *chunk) size() int {
-	if c.ids != nil {
-		return len(c.ids)
+// last is the run's last value.
+func (r run) last() int64 { return r.next + (r.count-1)*r.step }
+
+// appendRuns appends the increasing values vals to dst as runs.
+func appendRuns(dst []run, vals []int64) []run {
+	for i := 0; i < len(vals); {
+		r := run{next: vals[i], step: 1, count: 1}
+		if i+1 < len(vals) && vals[i+1] > vals[i] {
+			r.step = vals[i+1] - vals[i]
+			for i+int(r.count) < len(vals) && vals[i+int(r.count)]-vals[i+int(r.count)-1] == r.step {
+				r.count++
+			}
+		}
+		dst = append(dst, r)
+		i += int(r.count)
 	}
-	return int(c.last - c.next + 1)
+	return dst
+}
+
+// countOf is the number of values in runs.
+func countOf(runs []run) int64 {
+	var n int64
+	for _, r := range runs {
+		n += r.count
+	}
+	return n
+}
+
+// chunk is what one request brought back, as runs.
+type chunk struct {
+	runs []run // the values not yet taken, increasing
+	size int   // how many
+	born time.Time
+	// skipped: Strict has dropped the values at or below the last one
+	// handed out; every value left is above whatever it hands out next.
+	skipped bool
 }
 
 // fetchFunc sends one request for n values.
@@ -32,11 +65,11 @@ type fetchCall struct {
 	err  error
 }
 
-// localCache is a run of values one P took from the process buffer; only
-// the goroutine that took it out of the sync.Pool touches it.
+// localCache is what one P took from the process buffer; only the
+// goroutine that took it out of the sync.Pool touches it.
 type localCache struct {
-	vals    []int64
-	pos     int
+	runs    []run
+	pos     int   // runs[pos:] are left
 	expires int64 // on the Client's coarse clock: the oldest value's born + MaxAge
 }
 
@@ -71,7 +104,7 @@ func newSequence(c *Client, fetch fetchFunc, opt Buffer, maxAge time.Duration, m
 	opt = opt.withDefaults()
 	s := &Sequence{c: c, fetch: fetch, opt: opt, maxAge: maxAge, maxBatch: maxBatch}
 	s.batch = min(opt.Batch, maxBatch)
-	s.pool.New = func() any { return &localCache{vals: make([]int64, 0, opt.Local)} }
+	s.pool.New = func() any { return &localCache{runs: make([]run, 0, 4)} }
 	return s
 }
 
@@ -100,37 +133,43 @@ func (s *Sequence) Next(ctx context.Context) (int64, error) {
 		return 0, ErrClosed
 	}
 	if s.opt.Local <= 0 {
-		var one [1]int64
-		vals, _, err := s.take(ctx, one[:0], 1)
+		var one [1]run
+		runs, _, err := s.take(ctx, one[:0], 1)
 		if err != nil {
 			return 0, err
 		}
-		return vals[0], nil
+		return runs[0].next, nil
 	}
 	lc := s.pool.Get().(*localCache)
 	// The coarse clock costs an atomic load where time.Since costs a clock
 	// read, the largest part of a take from a per-P cache.
-	if lc.pos < len(lc.vals) && s.maxAge > 0 && s.c.coarseNow() > lc.expires {
-		s.dropped.Add(int64(len(lc.vals) - lc.pos))
-		lc.pos = len(lc.vals)
+	if lc.pos < len(lc.runs) && s.maxAge > 0 && s.c.coarseNow() > lc.expires {
+		s.dropped.Add(countOf(lc.runs[lc.pos:]))
+		lc.pos = len(lc.runs)
 	}
-	if lc.pos == len(lc.vals) {
-		vals, born, err := s.take(ctx, lc.vals[:0], s.opt.Local)
+	if lc.pos == len(lc.runs) {
+		runs, born, err := s.take(ctx, lc.runs[:0], s.opt.Local)
 		if err != nil {
 			s.pool.Put(lc)
 			return 0, err
 		}
-		lc.vals, lc.pos, lc.expires = vals, 0, int64(born.Sub(s.c.start)+s.maxAge)
+		lc.runs, lc.pos, lc.expires = runs, 0, int64(born.Sub(s.c.start)+s.maxAge)
 	}
-	v := lc.vals[lc.pos]
-	lc.pos++
+	r := &lc.runs[lc.pos]
+	v := r.next
+	if r.count--; r.count == 0 {
+		lc.pos++
+	} else {
+		r.next += r.step
+	}
 	s.pool.Put(lc)
 	return v, nil
 }
 
-// take moves up to want values from the process buffer to dst, fetching
-// when it is empty. born is the time the oldest of them was requested.
-func (s *Sequence) take(ctx context.Context, dst []int64, want int) (vals []int64, born time.Time, err error) {
+// take moves up to want values from the process buffer to dst, as runs,
+// fetching when it is empty. born is the time the oldest of them was
+// requested.
+func (s *Sequence) take(ctx context.Context, dst []run, want int) (runs []run, born time.Time, err error) {
 	waited := false
 	for {
 		s.mu.Lock()
@@ -182,34 +221,37 @@ func (s *Sequence) take(ctx context.Context, dst []int64, want int) (vals []int6
 	}
 }
 
-// pop takes up to want values from the front of the buffer; s.mu is held.
-func (s *Sequence) pop(dst []int64, want int) ([]int64, time.Time) {
+// pop moves up to want values from the front of the buffer to dst; s.mu
+// is held.
+func (s *Sequence) pop(dst []run, want int) ([]run, time.Time) {
 	var born time.Time
 	for len(s.chunks) > 0 && want > 0 {
 		c := &s.chunks[0]
 		if born.IsZero() || c.born.Before(born) {
 			born = c.born
 		}
-		if s.opt.Strict && s.hasOut {
+		if s.opt.Strict && s.hasOut && !c.skipped {
 			s.skipTo(c, s.lastOut)
+			c.skipped = true
 		}
-		if c.ids != nil {
-			k := min(want, len(c.ids))
-			dst = append(dst, c.ids[:k]...)
-			c.ids = c.ids[k:]
-			want -= k
-			s.avail -= k
-		} else {
-			for ; want > 0 && c.next <= c.last; want-- {
-				dst = append(dst, c.next)
-				c.next++
-				s.avail--
+		for want > 0 && len(c.runs) > 0 {
+			r := &c.runs[0]
+			k := min(int64(want), r.count)
+			dst = append(dst, run{next: r.next, step: r.step, count: k})
+			if k == r.count {
+				c.runs = c.runs[1:]
+			} else {
+				r.next += k * r.step
+				r.count -= k
 			}
+			want -= int(k)
+			c.size -= int(k)
+			s.avail -= int(k)
 		}
 		if s.opt.Strict && len(dst) > 0 {
-			s.lastOut, s.hasOut = dst[len(dst)-1], true
+			s.lastOut, s.hasOut = dst[len(dst)-1].last(), true
 		}
-		if c.size() == 0 {
+		if len(c.runs) == 0 {
 			s.chunks[0] = chunk{}
 			s.chunks = s.chunks[1:]
 		}
@@ -220,18 +262,22 @@ func (s *Sequence) pop(dst []int64, want int) ([]int64, time.Time) {
 // skipTo drops the values of c at or below floor (Strict: a value from
 // another node, after a failover, may lie below one already handed out).
 func (s *Sequence) skipTo(c *chunk, floor int64) {
-	n := 0
-	if c.ids != nil {
-		for n < len(c.ids) && c.ids[n] <= floor {
-			n++
+	var n int64
+	for len(c.runs) > 0 && c.runs[0].next <= floor {
+		r := &c.runs[0]
+		if r.last() <= floor {
+			n += r.count
+			c.runs = c.runs[1:]
+			continue
 		}
-		c.ids = c.ids[n:]
-	} else if c.next <= floor {
-		n = int(min(floor, c.last) - c.next + 1)
-		c.next += int64(n)
+		k := (floor-r.next)/r.step + 1
+		r.next += k * r.step
+		r.count -= k
+		n += k
 	}
-	s.avail -= n
-	s.dropped.Add(int64(n))
+	c.size -= int(n)
+	s.avail -= int(n)
+	s.dropped.Add(n)
 }
 
 // dropStale drops chunks older than maxAge; s.mu is held.
@@ -240,7 +286,7 @@ func (s *Sequence) dropStale(now time.Time) {
 		return
 	}
 	for len(s.chunks) > 0 && now.Sub(s.chunks[0].born) > s.maxAge {
-		n := s.chunks[0].size()
+		n := s.chunks[0].size
 		s.avail -= n
 		s.dropped.Add(int64(n))
 		s.chunks[0] = chunk{}
@@ -279,10 +325,10 @@ func (s *Sequence) runFetch(call *fetchCall, n int) {
 	switch {
 	case err != nil:
 	case s.closed.Load():
-		s.dropped.Add(int64(c.size()))
+		s.dropped.Add(int64(c.size))
 	default:
 		s.chunks = append(s.chunks, c)
-		s.avail += c.size()
+		s.avail += c.size
 	}
 	if s.inflight == call {
 		s.inflight = nil

@@ -55,8 +55,8 @@ type Buffer struct {
 	// goes to; 1 with FixedBatch asks for one value per request. Default
 	// 128, and 16 for each gene's IDs.
 	Batch int
-	// MaxBatch is the largest batch (NEXTID and GENEID take at most
-	// 10000); default 10000.
+	// MaxBatch is the largest batch (NEXTIDRUNS, NEXTID and GENEID take
+	// at most 10000); default 10000.
 	MaxBatch int
 	// FixedBatch keeps Batch instead of following the rate.
 	FixedBatch bool
@@ -73,8 +73,14 @@ type Buffer struct {
 	NoSingleflight bool
 	// Local is how many values a P takes from the process buffer into its
 	// own cache (through a sync.Pool), so that most takes touch no lock.
-	// Default 32; negative: no per-P cache.
+	// Default 128 (a take from the process buffer costs a lock and a
+	// clock read; values move as runs, so a larger take costs no more);
+	// negative: no per-P cache.
 	Local int
+	// NoRuns asks NEXTID n, an array of n IDs, instead of NEXTIDRUNS n,
+	// which answers the same IDs as a few runs [first, last]: the client
+	// then parses an integer per ID (the benchmarks compare the two).
+	NoRuns bool
 	// Strict hands values out in the order they are taken from the process
 	// buffer, strictly increasing: no per-P cache, and a value at or below
 	// one already handed out (a batch from another node after a failover)
@@ -97,7 +103,7 @@ func (b Buffer) withDefaults() Buffer {
 		b.Prefetch = 0.5
 	}
 	if b.Local == 0 {
-		b.Local = 32
+		b.Local = defaultLocal
 	}
 	if b.Strict {
 		b.Local = -1
@@ -111,6 +117,9 @@ type Client struct {
 	opt   Options
 	nodes []*redis.Client
 	cur   atomic.Int64 // the node requests go to first
+	// noRuns: a node answered NEXTIDRUNS with an unknown command (a
+	// server from before it); NEXTID n from then on.
+	noRuns atomic.Bool
 
 	ids *Sequence
 
@@ -155,7 +164,7 @@ func New(opts Options) (*Client, error) {
 		o.Addr = addr
 		c.nodes = append(c.nodes, redis.NewClient(&o))
 	}
-	c.ids = newSequence(c, c.fetchIDs("NEXTID"), opts.Buffer, opts.MaxAge, engineMaxCount)
+	c.ids = newSequence(c, c.fetchNextIDs(), opts.Buffer, opts.MaxAge, engineMaxCount)
 	return c, nil
 }
 
@@ -177,6 +186,9 @@ func (c *Client) tick(every time.Duration) {
 // (more when the process is starved of CPU).
 func (c *Client) coarseNow() int64 { return c.coarse.Load() }
 
+// defaultLocal is Buffer.Local's default.
+const defaultLocal = 128
+
 // closeGrace is how long Close waits for requests in flight.
 const closeGrace = 200 * time.Millisecond
 
@@ -188,7 +200,8 @@ const geneBatch = 16
 // engineMaxCount is the largest count NEXTID, GENEID and UUIDV7 take.
 const engineMaxCount = 10000
 
-// IDs is the snowflake ID sequence (NEXTID).
+// IDs is the snowflake ID sequence (NEXTIDRUNS, or NEXTID; see
+// Buffer.NoRuns).
 func (c *Client) IDs() *Sequence { return c.ids }
 
 // Next returns a snowflake ID: c.IDs().Next(ctx).
@@ -350,7 +363,7 @@ func (c *Client) Close() error {
 	return first
 }
 
-// fetchIDs requests n IDs with cmd args... n.
+// fetchIDs requests n IDs with cmd args... n, an array of IDs.
 func (c *Client) fetchIDs(cmd string, args ...string) fetchFunc {
 	return func(ctx context.Context, n int) (chunk, error) {
 		born := time.Now()
@@ -370,8 +383,67 @@ func (c *Client) fetchIDs(cmd string, args ...string) fetchFunc {
 		if err == nil && len(ids) == 0 {
 			err = fmt.Errorf("idclient: %s answered no IDs", cmd)
 		}
-		return chunk{ids: ids, born: born}, err
+		if err != nil {
+			return chunk{}, err
+		}
+		return chunk{runs: appendRuns(nil, ids), size: len(ids), born: born}, nil
 	}
+}
+
+// fetchNextIDs requests n snowflake IDs as runs (NEXTIDRUNS n), or as a
+// list (NEXTID n) with Buffer.NoRuns or once a node did not know
+// NEXTIDRUNS.
+func (c *Client) fetchNextIDs() fetchFunc {
+	list := c.fetchIDs("NEXTID")
+	if c.opt.Buffer.NoRuns {
+		return list
+	}
+	return func(ctx context.Context, n int) (chunk, error) {
+		if c.noRuns.Load() {
+			return list(ctx, n)
+		}
+		born := time.Now()
+		var reply []int64
+		err := c.do(ctx, func(ctx context.Context, rdb *redis.Client) error {
+			r := redis.NewIntSliceCmd(ctx, "NEXTIDRUNS", n)
+			_ = rdb.Process(ctx, r)
+			var err error
+			reply, err = r.Result()
+			return err
+		})
+		if err != nil && strings.HasPrefix(err.Error(), "ERR unknown command") {
+			c.noRuns.Store(true)
+			return list(ctx, n)
+		}
+		if err != nil {
+			return chunk{}, err
+		}
+		runs, err := parseRuns(reply)
+		if err != nil {
+			return chunk{}, err
+		}
+		return chunk{runs: runs, size: int(countOf(runs)), born: born}, nil
+	}
+}
+
+// parseRuns reads NEXTIDRUNS's reply: first1, last1, first2, last2, ...,
+// runs increasing.
+func parseRuns(reply []int64) ([]run, error) {
+	if len(reply)%2 != 0 {
+		return nil, fmt.Errorf("idclient: NEXTIDRUNS answered %d integers, not pairs", len(reply))
+	}
+	runs := make([]run, 0, len(reply)/2)
+	for i := 0; i < len(reply); i += 2 {
+		first, last := reply[i], reply[i+1]
+		if first > last || (len(runs) > 0 && first <= runs[len(runs)-1].last()) {
+			return nil, fmt.Errorf("idclient: NEXTIDRUNS answered run %d..%d after %v", first, last, runs)
+		}
+		runs = append(runs, run{next: first, step: 1, count: last - first + 1})
+	}
+	if len(runs) == 0 {
+		return nil, errors.New("idclient: NEXTIDRUNS answered no IDs")
+	}
+	return runs, nil
 }
 
 // fetchSegment requests n values of tag with NEXTSEG.
@@ -392,7 +464,8 @@ func (c *Client) fetchSegment(tag string) fetchFunc {
 		if err != nil {
 			return chunk{}, err
 		}
-		return chunk{next: seg[0], last: seg[1], born: born}, nil
+		r := run{next: seg[0], step: 1, count: seg[1] - seg[0] + 1}
+		return chunk{runs: []run{r}, size: int(r.count), born: born}, nil
 	}
 }
 

@@ -91,6 +91,15 @@ var levels = []struct {
 	{"+singleflight", Buffer{Batch: 128, FixedBatch: true, Local: -1}},
 	{"+adaptive", Buffer{Batch: 128, Local: -1}},
 	{"+per-P", Buffer{}},
+	{"+per-P, NEXTID lists", Buffer{NoRuns: true}},
+}
+
+// idCommand is the command a Buffer fetches snowflake IDs with.
+func idCommand(buf Buffer) string {
+	if buf.NoRuns {
+		return "nextid"
+	}
+	return "nextidruns"
 }
 
 // TestEachLevelIssuesUniqueIDs: every level hands out unique IDs from 4
@@ -101,7 +110,7 @@ func TestEachLevelIssuesUniqueIDs(t *testing.T) {
 	for _, lv := range levels {
 		t.Run(lv.name, func(t *testing.T) {
 			c := newClient(t, Options{Addrs: []string{srv.addr}, Buffer: lv.buf})
-			before := commandCalls(t, srv.addr, "nextid")
+			before := commandCalls(t, srv.addr, idCommand(lv.buf))
 			const g, n = 4, 2000
 			all, _ := collect(t, g, n, c.Next)
 			assertUnique(t, all)
@@ -111,10 +120,10 @@ func TestEachLevelIssuesUniqueIDs(t *testing.T) {
 				}
 			}
 			c.Close()
-			calls := commandCalls(t, srv.addr, "nextid") - before
+			calls := commandCalls(t, srv.addr, idCommand(lv.buf)) - before
 			st := c.IDs().Stats()
 			if calls != st.Fetches {
-				t.Fatalf("server counted %d NEXTID, client sent %d", calls, st.Fetches)
+				t.Fatalf("server counted %d %s, client sent %d", calls, idCommand(lv.buf), st.Fetches)
 			}
 			if lv.buf.Batch == 1 && calls != g*n {
 				t.Fatalf("one per request: %d requests for %d IDs", calls, g*n)
@@ -163,7 +172,7 @@ func TestPrefetchRefillsUnderLoad(t *testing.T) {
 }
 
 // TestSingleflightCollapsesMisses: 32 callers find the buffer empty at
-// once; the server sees one NEXTID. Without singleflight it sees more.
+// once; the server sees one NEXTIDRUNS. Without singleflight it sees more.
 func TestSingleflightCollapsesMisses(t *testing.T) {
 	srv := startServer(t, "")
 	run := func(buf Buffer) int64 {
@@ -174,7 +183,7 @@ func TestSingleflightCollapsesMisses(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		before := commandCalls(t, srv.addr, "nextid")
+		before := commandCalls(t, srv.addr, "nextidruns")
 		start := make(chan struct{})
 		var wg sync.WaitGroup
 		var ids sync.Map
@@ -199,7 +208,7 @@ func TestSingleflightCollapsesMisses(t *testing.T) {
 		if dup.Load() {
 			t.Fatal("an ID handed out twice")
 		}
-		return commandCalls(t, srv.addr, "nextid") - before
+		return commandCalls(t, srv.addr, "nextidruns") - before
 	}
 	for round := range 5 {
 		if one := run(Buffer{Batch: 64, FixedBatch: true, Prefetch: -1, Local: -1}); one != 1 {
@@ -224,7 +233,7 @@ func TestSingleflightCollapsesMisses(t *testing.T) {
 func TestFreshnessDropsOldIDs(t *testing.T) {
 	srv := startServer(t, "")
 	for _, local := range []int{-1, 0} {
-		c := newClient(t, Options{Addrs: []string{srv.addr}, MaxAge: 200 * time.Millisecond, Buffer: Buffer{Batch: 100, FixedBatch: true, Prefetch: -1, Local: local}})
+		c := newClient(t, Options{Addrs: []string{srv.addr}, MaxAge: 200 * time.Millisecond, Buffer: Buffer{Batch: 1000, FixedBatch: true, Prefetch: -1, Local: local}})
 		ctx := context.Background()
 		first, err := c.Next(ctx)
 		if err != nil {
@@ -237,9 +246,10 @@ func TestFreshnessDropsOldIDs(t *testing.T) {
 			t.Fatal(err)
 		}
 		st := c.IDs().Stats()
-		// With per-P caches, the 31 IDs in the first P's cache are dropped
-		// when that cache is next used, which may be on another call.
-		if st.Fetches != 2 || (st.Dropped != 99 && !(local == 0 && st.Dropped == 99-31)) {
+		// With per-P caches, the 127 IDs in the first P's cache are
+		// dropped when that cache is next used, which may be on another
+		// call.
+		if st.Fetches != 2 || (st.Dropped != 999 && !(local == 0 && st.Dropped == 1000-defaultLocal)) {
 			t.Fatalf("local %d: after MaxAge: %+v, want 2 fetches and the buffered IDs dropped", local, st)
 		}
 		if next <= first || taken.Sub(idTime(next)) > 100*time.Millisecond {
@@ -280,7 +290,7 @@ func TestCloseDropsBufferedIDs(t *testing.T) {
 			t.Fatalf("UUIDv7 after Close: %v", err)
 		}
 	}
-	if d := c.IDs().Stats().Dropped; d < 999-32 {
+	if d := c.IDs().Stats().Dropped; d < 1000-defaultLocal {
 		t.Fatalf("Close dropped %d buffered IDs, want the ~999 left", d)
 	}
 }

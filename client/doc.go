@@ -4,7 +4,7 @@
 //	c, err := idclient.New(idclient.Options{Addrs: []string{"10.0.0.1:6380", "10.0.0.2:6380", "10.0.0.3:6380"}})
 //	...
 //	defer c.Close()
-//	id, err := c.Next(ctx)                      // a snowflake ID (NEXTID)
+//	id, err := c.Next(ctx)                      // a snowflake ID (NEXTIDRUNS)
 //	order, err := c.Gene(ctx, "buyer-42")       // an ID on buyer-42's shard (GENEID)
 //	n, err := c.Counter("orders").Next(ctx)     // the tag's next segment value (NEXTSEG)
 //	u, err := c.UUIDv7(ctx)                     // an RFC 9562 UUIDv7 (UUIDV7)
@@ -15,8 +15,13 @@
 // the same levels, each switched by Options.Buffer so that the benchmarks
 // in bench/ measure what it buys:
 //
-//  1. Batch: one request fetches many values (NEXTID n, GENEID g n,
-//     NEXTSEG tag n).
+//  1. Batch: one request fetches many values (NEXTIDRUNS n, GENEID g n,
+//     NEXTSEG tag n). Snowflake IDs come as runs [first, last] of
+//     consecutive IDs (a few per batch: within a millisecond a node's
+//     NEXTIDs are consecutive), and every buffer level below holds runs,
+//     so an ID costs neither a RESP integer to parse nor a slot in a
+//     slice; Buffer.NoRuns asks NEXTID n, an array of IDs, instead, and
+//     a node that does not know NEXTIDRUNS gets NEXTID n from then on.
 //  2. Process buffer with a low-water mark: when the buffer falls below
 //     Buffer.Prefetch of a batch, the next batch is requested in the
 //     background, so callers almost never wait.
@@ -25,8 +30,9 @@
 //  4. Adaptive batch: the batch doubles while batches last under half of
 //     Buffer.Period and halves past four Periods (between Batch and
 //     MaxBatch), following the rate as the server's segments do.
-//  5. Per-P caches: each P takes Buffer.Local values at a time into a cache
-//     kept in a sync.Pool (per P), so most takes touch no mutex.
+//  5. Per-P caches: each P takes Buffer.Local values at a time (as runs)
+//     into a cache kept in a sync.Pool (per P), so most takes touch no
+//     mutex and read no clock.
 //
 // # Safety
 //

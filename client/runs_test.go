@@ -1,0 +1,200 @@
+package idclient
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func expandAll(runs []run) []int64 {
+	var vals []int64
+	for _, r := range runs {
+		for i := range r.count {
+			vals = append(vals, r.next+i*r.step)
+		}
+	}
+	return vals
+}
+
+func TestAppendRunsKeepsTheValues(t *testing.T) {
+	for _, tc := range []struct {
+		vals []int64
+		runs int
+	}{
+		{[]int64{5}, 1},
+		{[]int64{1, 2, 3, 4}, 1},
+		{[]int64{3, 259, 515, 771}, 1}, // a gene's IDs, a gene step apart
+		{[]int64{1, 2, 3, 10, 11, 20}, 3},
+		{[]int64{1, 5, 6, 7}, 2},
+		{[]int64{1, 3, 4, 9}, 2},
+	} {
+		runs := appendRuns(nil, tc.vals)
+		if got := expandAll(runs); !slices.Equal(got, tc.vals) || len(runs) != tc.runs || countOf(runs) != int64(len(tc.vals)) {
+			t.Errorf("%v: runs %+v expand to %v", tc.vals, runs, got)
+		}
+	}
+}
+
+// TestPopAndSkipOverRuns: the process buffer hands runs out in pieces of
+// the size asked for, in order, each value once; Strict drops the values
+// at or below the last one handed out.
+func TestPopAndSkipOverRuns(t *testing.T) {
+	vals := []int64{10, 11, 12, 13, 14, 100, 356, 612, 700}
+	for _, strict := range []bool{false, true} {
+		s := newSequence(&Client{}, nil, Buffer{Strict: strict}, 0, 100)
+		add := func(vals []int64) {
+			s.chunks = append(s.chunks, chunk{runs: appendRuns(nil, vals), size: len(vals), born: time.Now()})
+			s.avail += len(vals)
+		}
+		add(vals)
+		var got []int64
+		for _, want := range []int{3, 1, 4} {
+			runs, _ := s.pop(nil, want)
+			if countOf(runs) != int64(want) {
+				t.Fatalf("pop(%d) gave %+v", want, runs)
+			}
+			got = append(got, expandAll(runs)...)
+		}
+		// A batch from another node, partly below what was handed out.
+		add([]int64{5, 612, 698, 699, 700, 701, 702, 800})
+		runs, _ := s.pop(nil, 100)
+		got = append(got, expandAll(runs)...)
+		want := append(slices.Clone(vals[:8]), 700)
+		if strict {
+			want = append(want, 701, 702, 800)
+		} else {
+			want = append(want, 5, 612, 698, 699, 700, 701, 702, 800)
+		}
+		if !slices.Equal(got, want) || s.avail != 0 || len(s.chunks) != 0 {
+			t.Fatalf("strict %v: handed out %v, want %v (%d left)", strict, got, want, s.avail)
+		}
+	}
+}
+
+// TestClientExpandsRunsFromTheServer: the full client takes snowflake IDs
+// through NEXTIDRUNS (the server counts its calls and no NEXTID) from a
+// real server with 16 sequence bits, while other connections send
+// NEXTID, NEXTIDRUNS and GENEID to the same node: no ID twice, and each of
+// those connections' IDs strictly increase.
+func TestClientExpandsRunsFromTheServer(t *testing.T) {
+	srv := startServer(t, "", "--worker-bits", "6", "--seq-bits", "16")
+	c := newClient(t, Options{Addrs: []string{srv.addr}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	var others []int64
+	var wg sync.WaitGroup
+	for k, cmd := range [][]any{{"NEXTID", 100}, {"NEXTIDRUNS", 300}, {"GENEID", "buyer-1", 50}, {"GENEID", "7", 20}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rdb := redis.NewClient(&redis.Options{Addr: srv.addr})
+			defer rdb.Close()
+			var prev int64
+			for ctx.Err() == nil {
+				reply, err := rdb.Do(ctx, cmd...).Slice()
+				if err != nil {
+					if ctx.Err() == nil {
+						t.Errorf("%v: %v", cmd, err)
+					}
+					return
+				}
+				var ids []int64
+				for i, v := range reply {
+					switch {
+					case k != 1:
+						ids = append(ids, v.(int64))
+					case i%2 == 0:
+						for id := v.(int64); id <= reply[i+1].(int64); id++ {
+							ids = append(ids, id)
+						}
+					}
+				}
+				// One node's NEXTIDs, and one gene's GENEIDs, strictly
+				// increase.
+				for _, id := range ids {
+					if id <= prev {
+						t.Errorf("%v: %d after %d", cmd, id, prev)
+						return
+					}
+					prev = id
+				}
+				mu.Lock()
+				others = append(others, ids...)
+				mu.Unlock()
+			}
+		}()
+	}
+	all, _ := collect(t, 4, 50000, c.Next)
+	cancel()
+	wg.Wait()
+	assertUnique(t, append(all, others...))
+	st := c.IDs().Stats()
+	if calls := commandCalls(t, srv.addr, "nextidruns"); calls < st.Fetches {
+		t.Fatalf("server counted %d NEXTIDRUNS, the client sent %d", calls, st.Fetches)
+	}
+	t.Logf("%d IDs through the client in %d requests, %d from the other connections, none twice", len(all), st.Fetches, len(others))
+}
+
+// TestFallsBackToNextIDLists: a node that does not know NEXTIDRUNS (a
+// proxy in front of a real server answers it as an older idserver would)
+// gets NEXTID count instead, and the client keeps issuing.
+func TestFallsBackToNextIDLists(t *testing.T) {
+	srv := startServer(t, "")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go refuseNextIDRuns(conn, srv.addr)
+		}
+	}()
+	c := newClient(t, Options{Addrs: []string{ln.Addr().String()}})
+	before := commandCalls(t, srv.addr, "nextid")
+	all, _ := collect(t, 2, 5000, c.Next)
+	assertUnique(t, all)
+	if !c.noRuns.Load() || commandCalls(t, srv.addr, "nextid") == before || commandCalls(t, srv.addr, "nextidruns") != 0 {
+		t.Fatalf("no fallback to NEXTID: noRuns %v", c.noRuns.Load())
+	}
+}
+
+// refuseNextIDRuns relays conn to addr, except that it answers a request
+// naming NEXTIDRUNS itself with the error an idserver without it sends
+// (go-redis sends one request per connection at a time).
+func refuseNextIDRuns(conn net.Conn, addr string) {
+	defer conn.Close()
+	up, err := net.Dial("tcp", addr)
+	if err != nil {
+		return
+	}
+	defer up.Close()
+	go io.Copy(conn, up)
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := conn.Read(buf)
+		if err != nil {
+			return
+		}
+		if bytes.Contains(bytes.ToUpper(buf[:n]), []byte("NEXTIDRUNS")) {
+			fmt.Fprintf(conn, "-ERR unknown command 'NEXTIDRUNS', with args beginning with: \r\n")
+			continue
+		}
+		if _, err := up.Write(buf[:n]); err != nil {
+			return
+		}
+	}
+}

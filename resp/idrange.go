@@ -1,0 +1,69 @@
+package resp
+
+import (
+	"github.com/tidwall/redcon"
+
+	"idserver/engine"
+)
+
+// runIssuer is an IDSource that issues NEXTID's IDs as runs itself, a step
+// per run rather than per ID (engine.Generator); other sources' IDs are cut
+// into runs here.
+type runIssuer interface {
+	NextIDRuns(dst []engine.IDRun, n int) ([]engine.IDRun, error)
+}
+
+// cmdNextIDRuns answers NEXTIDRUNS count: count IDs, as NEXTID count issues
+// them, as runs in a flat array first1, last1, first2, last2, ...: each
+// run the consecutive integers first..last, runs strictly increasing. One
+// run is NEXTSEG's [first, last]; a flat array of integers is what every
+// client reads cheapest (go-redis: one slice, no value boxed).
+//
+// Within one logical millisecond NEXTID's IDs are consecutive integers (the
+// gene turns in the low bits, the sequence above it), so a batch is a few
+// runs: one per millisecond it spans, plus one wherever a GENEID took a slot
+// in between. A client expands the runs itself, where NEXTID count costs a
+// RESP integer per ID to format and to parse. At worst (every ID its own
+// run) the reply is twice as long as NEXTID's.
+func cmdNextIDRuns(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+	n, ok := s.parseCount(conn, args[1])
+	if !ok {
+		return
+	}
+	var runs []engine.IDRun
+	var err error
+	if ri, ok := s.ids.(runIssuer); ok {
+		runs, err = ri.NextIDRuns(make([]engine.IDRun, 0, 8), n)
+	} else {
+		var ids []int64
+		ids, err = s.ids.NextIDs(c.ids[:0], n)
+		c.ids = ids[:0]
+		runs = appendRuns(nil, ids)
+	}
+	if err != nil {
+		s.engineError(conn, err)
+		return
+	}
+	s.cmdStats[c.cmd].issued.Add(int64(n))
+	if s.clockBehind.Load() && s.clockBehind.CompareAndSwap(true, false) {
+		s.cfg.Logger.Info("clock caught up: issuing IDs again")
+	}
+	conn.WriteArray(2 * len(runs))
+	for _, r := range runs {
+		conn.WriteInt64(r.First)
+		conn.WriteInt64(r.Last)
+	}
+}
+
+// appendRuns appends ids, increasing, to dst as runs of consecutive
+// integers.
+func appendRuns(dst []engine.IDRun, ids []int64) []engine.IDRun {
+	for i, id := range ids {
+		if i > 0 && ids[i-1]+1 == id {
+			dst[len(dst)-1].Last = id
+		} else {
+			dst = append(dst, engine.IDRun{First: id, Last: id})
+		}
+	}
+	return dst
+}

@@ -45,8 +45,12 @@ type Config struct {
 	RequirePass   string
 	Limits        resp.Limits
 	MaxClients    int
-	Version       string
-	Logger        *slog.Logger
+	// ClientOutputLimit and ClientOutputTimeout bound a client's unread
+	// replies (resp.Config); zero means resp's defaults.
+	ClientOutputLimit   int
+	ClientOutputTimeout time.Duration
+	Version             string
+	Logger              *slog.Logger
 	// TLSServer and TLSClient serve RESP and the Raft port over TLS and
 	// reach other nodes with it.
 	TLSServer, TLSClient *tls.Config
@@ -210,7 +214,7 @@ func Open(cfg Config) (_ *Node, err error) {
 		Password: cfg.RequirePass, Limits: cfg.Limits, Version: cfg.Version, NodeID: n.ID,
 		Port: n.ln.Addr().(*net.TCPAddr).Port, Bind: cfg.Bind, Logger: cfg.Logger, MaxClients: cfg.MaxClients,
 		Segments: n.Segments, Cluster: n.Cluster, RequestTimeout: n.Cluster.Timing().Request, Ready: ready.Load,
-		Debug: cfg.Debug,
+		Debug: cfg.Debug, ClientOutputLimit: cfg.ClientOutputLimit, ClientOutputTimeout: cfg.ClientOutputTimeout,
 	}, n.ids)
 	var serving net.Listener = n.ln
 	if cfg.TLSServer != nil {

@@ -36,8 +36,16 @@ type Config struct {
 	Logger     *slog.Logger
 	Now        func() time.Time // TIME; time.Now when nil
 	MaxClients int              // connections at once; 10000 when 0
-	Segments   SegmentServer    // INCR, INCRBY, NEXTSEG; nil: refused
-	Cluster    ClusterNode      // GET, SET, EXISTS, DBSIZE, CLUSTER; nil: refused
+	// ClientOutputLimit bounds the reply bytes a connection holds: past
+	// it they are written before the command goes on (see conn.go).
+	// DefaultClientOutputLimit when 0.
+	ClientOutputLimit int
+	// ClientOutputTimeout is how long a write of replies waits for the
+	// client to read; a client that takes none in that time is closed.
+	// DefaultClientOutputTimeout when 0.
+	ClientOutputTimeout time.Duration
+	Segments            SegmentServer // INCR, INCRBY, NEXTSEG; nil: refused
+	Cluster             ClusterNode   // GET, SET, EXISTS, DBSIZE, CLUSTER; nil: refused
 	// RequestTimeout bounds a command that waits on the cluster (the
 	// cluster's Timing().Request); 10s when zero.
 	RequestTimeout time.Duration
@@ -78,6 +86,7 @@ type stats struct {
 	connections  atomic.Int64 // accepted, ever
 	commands     atomic.Int64
 	rejected     atomic.Int64 // connections refused at --maxclients
+	slowClients  atomic.Int64 // connections closed for not reading their replies
 	errorReplies atomic.Int64 // error replies written (frames refused not included)
 }
 
@@ -94,6 +103,12 @@ func New(cfg Config, ids IDSource) *Server {
 	}
 	if cfg.MaxClients == 0 {
 		cfg.MaxClients = 10000
+	}
+	if cfg.ClientOutputLimit == 0 {
+		cfg.ClientOutputLimit = DefaultClientOutputLimit
+	}
+	if cfg.ClientOutputTimeout == 0 {
+		cfg.ClientOutputTimeout = DefaultClientOutputTimeout
 	}
 	return &Server{cfg: cfg, ids: ids, uuids: engine.NewUUIDv7(cfg.Now, rand.Reader), started: time.Now(), clients: map[*client]struct{}{},
 		cmdStats: make([]commandStats, len(commandTable)), errorsByCode: make([]atomic.Int64, len(ErrorCodes))}
@@ -171,7 +186,7 @@ func (s *Server) closeClients() {
 
 // accept registers a new connection, or refuses it at --maxclients.
 func (s *Server) accept(nc net.Conn) *client {
-	cn := &connection{nc: nc, addr: nc.RemoteAddr().String()}
+	cn := &connection{nc: nc, addr: nc.RemoteAddr().String(), limit: s.cfg.ClientOutputLimit, timeout: s.cfg.ClientOutputTimeout}
 	c := &client{
 		id:      s.nextClientID.Add(1),
 		conn:    cn,

@@ -22,7 +22,7 @@ import (
 // replies not yet written reach the limit, they are written at once, in the
 // middle of a pipeline, of an EXEC or of one command's array, and the
 // command goes on only when the client has taken them. A client that takes
-// none of a write for ClientOutputTimeout is closed. Memory held for a
+// none of a write for ClientOutputTimeout (at most twice that) is closed. Memory held for a
 // client's replies is so at most the limit plus one reply element (or one
 // run of pipelined ID replies, at most MaxCount integers).
 
@@ -40,21 +40,25 @@ const DefaultClientOutputLimit = 256 << 10
 
 // DefaultClientOutputTimeout is how long a write of replies may wait for
 // the client to read them before the client is closed
-// (--client-output-timeout): the client request timeout's 10 s.
+// (--client-output-timeout; a write may wait up to twice it): 10 s, so
+// that a client that reads, even one stalled for seconds by a GC pause or a
+// loaded machine, is never closed, and one that stopped reading holds its
+// goroutine and at most the limit for 20 s.
 const DefaultClientOutputTimeout = 10 * time.Second
 
 // connection is the wire side of a client: the socket and the replies not
 // yet written. It is the redcon.Conn the handlers write to; only its own
 // goroutine uses it, except Close from Server.Close.
 type connection struct {
-	nc      net.Conn
-	addr    string
-	ctx     any
-	out     []byte        // replies not yet written
-	limit   int           // out is written once it holds this many bytes
-	timeout time.Duration // a write the client does not take in this long closes it
-	err     error         // the first write error; nothing is written after it
-	closed  bool          // Close was called: answer nothing more
+	nc       net.Conn
+	addr     string
+	ctx      any
+	out      []byte        // replies not yet written
+	limit    int           // out is written once it holds this many bytes
+	timeout  time.Duration // a write the client does not take in this long closes it
+	deadline time.Time     // the socket's write deadline
+	err      error         // the first write error; nothing is written after it
+	closed   bool          // Close was called: answer nothing more
 }
 
 var _ redcon.Conn = (*connection)(nil)
@@ -70,7 +74,13 @@ func (cn *connection) write() error {
 		cn.out = cn.out[:0]
 		return cn.err
 	}
-	cn.nc.SetWriteDeadline(time.Now().Add(cn.timeout))
+	// The deadline moves only when less than the timeout is left, to twice
+	// the timeout ahead: every write has between the timeout and twice it,
+	// and most writes cost a clock read instead of a SetWriteDeadline.
+	if now := time.Now(); cn.deadline.Sub(now) < cn.timeout {
+		cn.deadline = now.Add(2 * cn.timeout)
+		cn.nc.SetWriteDeadline(cn.deadline)
+	}
 	if _, err := cn.nc.Write(cn.out); err != nil {
 		cn.err = err
 		if errors.Is(err, os.ErrDeadlineExceeded) {
@@ -232,7 +242,7 @@ func (s *Server) refuseFrame(cn *connection, refused *errProtocol) {
 	s.errorsByCode[len(ErrorCodes)-1].Add(1) // PROTOCOL
 	s.cfg.Logger.Debug("protocol error, closing connection", "remote", cn.addr, "err", refused)
 	cn.out = redcon.AppendError(cn.out, "ERR "+refused.Error())
-	cn.timeout = min(cn.timeout, time.Second)
+	cn.timeout, cn.deadline = min(cn.timeout, time.Second/2), time.Time{} // at most a second
 	if cn.flush() != nil {
 		return
 	}

@@ -63,7 +63,7 @@ func multibulkFrame(b []byte, args ...string) []byte {
 // that reads nothing. While each runs, the server's VmRSS stays under
 // rssBound, another client's PING and NEXTID are each answered within 1s,
 // and the client that does not read is closed (IDSERVER_CLIENT_OUTPUT_TIMEOUT
-// 2s: a write of replies waits at most that long; set in the environment,
+// 2s: a write of replies waits 2 to 4 s; set in the environment,
 // which a binary from before the limit ignores, so that the same test run
 // on one shows the attack: VmRSS past the bound within a second for MULTI,
 // the pipelining client never closed).

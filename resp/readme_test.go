@@ -31,6 +31,7 @@ func TestReadmeCommandTableMatchesTheCode(t *testing.T) {
 			inTable[strings.ToLower(m[1])] = true
 		}
 	}
+	loadCommandTable()
 	var missing, extra []string
 	for name := range commandTable {
 		if !inTable[name] {

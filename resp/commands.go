@@ -75,15 +75,18 @@ var commandTable map[string]*command
 
 var loadCommandsOnce sync.Once
 
-// loadCommandTable builds commandTable from the topic files' lists.
+// loadCommandTable builds commandTable from the topic files' lists and
+// numbers the commands in name order for the per-command counters.
 func loadCommandTable() {
 	loadCommandsOnce.Do(func() {
 		commandTable = buildCommandTable(idCommands(), connCommands(), tagCommands(), uuidCommands(), debugCommands())
+		for i, name := range sortedCommandNames() {
+			commandTable[name].index = i
+		}
 	})
 }
 
-// buildCommandTable indexes the lists by name and numbers the commands in
-// name order for the per-command counters. A name listed twice is a
+// buildCommandTable indexes the lists by name; a name listed twice is a
 // programming error.
 func buildCommandTable(lists ...[]*command) map[string]*command {
 	t := map[string]*command{}
@@ -94,14 +97,6 @@ func buildCommandTable(lists ...[]*command) map[string]*command {
 			}
 			t[d.name] = d
 		}
-	}
-	names := make([]string, 0, len(t))
-	for n := range t {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for i, n := range names {
-		t[n].index = i
 	}
 	return t
 }

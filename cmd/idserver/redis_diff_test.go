@@ -158,7 +158,7 @@ type diffScript struct {
 
 // diffScripts are what both servers serve, in order (each may rely on the
 // tags the ones before it made). Steps marked skip are intended
-// differences, listed in the README's "Differences from Redis" table.
+// differences, listed in the "Differences from Redis" table of docs/commands.md.
 var diffScripts = []diffScript{
 	{name: "connection", steps: []diffStep{
 		cmd("PING"), cmd("PING hello"), cmd("ECHO hi"), cmd("SELECT 0"), cmd("SELECT x"),
@@ -278,7 +278,7 @@ func TestRepliesMatchRedisWithPassword(t *testing.T) {
 // TestRepliesMatchRedisByteForByte sends the same frames to Debian's
 // redis-server and to an idserver process and compares the replies byte
 // for byte; the intended differences are checked to still differ, so the
-// README's table cannot go stale.
+// table in docs/commands.md cannot go stale.
 func TestRepliesMatchRedisByteForByte(t *testing.T) {
 	redisAddr := startRedis(t)
 	p := startProc(t, t.TempDir())

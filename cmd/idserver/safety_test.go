@@ -371,8 +371,9 @@ func TestRefusedJoinsLeaveNoStrayVoter(t *testing.T) {
 	}
 }
 
-// TestReadmeClusterStartsBackToBack: the README's three commands started at
-// once; the joiners wait while the first node answers LOADING.
+// TestReadmeClusterStartsBackToBack: the three commands of
+// docs/operations.md (A cluster) started at once; the joiners wait while
+// the first node answers LOADING.
 func TestReadmeClusterStartsBackToBack(t *testing.T) {
 	port := freePort(t)
 	first := fmt.Sprintf("127.0.0.1:%d", port)

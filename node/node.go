@@ -45,12 +45,8 @@ type Config struct {
 	RequirePass   string
 	Limits        resp.Limits
 	MaxClients    int
-	// ClientOutputLimit and ClientOutputTimeout bound a client's unread
-	// replies (resp.Config); zero means resp's defaults.
-	ClientOutputLimit   int
-	ClientOutputTimeout time.Duration
-	Version             string
-	Logger              *slog.Logger
+	Version       string
+	Logger        *slog.Logger
 	// TLSServer and TLSClient serve RESP and the Raft port over TLS and
 	// reach other nodes with it.
 	TLSServer, TLSClient *tls.Config
@@ -64,6 +60,11 @@ type Config struct {
 	HeartbeatTimeout, ElectionTimeout time.Duration
 	// SnapshotThreshold is Raft's (tests set it low); zero means Raft's default.
 	SnapshotThreshold uint64
+
+	// ClientOutputLimit and ClientOutputTimeout bound a client's unread
+	// replies (resp.Config); zero means resp's defaults.
+	ClientOutputLimit   int
+	ClientOutputTimeout time.Duration
 }
 
 // Node is a running node.

@@ -22,9 +22,9 @@ import (
 // replies not yet written reach the limit, they are written at once, in the
 // middle of a pipeline, of an EXEC or of one command's array, and the
 // command goes on only when the client has taken them. A client that takes
-// none of a write for ClientOutputTimeout (at most twice that) is closed. Memory held for a
-// client's replies is so at most the limit plus one reply element (or one
-// run of pipelined ID replies, at most MaxCount integers).
+// none of a write for ClientOutputTimeout (at most twice that) is closed.
+// Memory held for a client's replies is so at most the limit plus one reply
+// element.
 
 const (
 	readBufferSize = 4 << 10  // a connection's read buffer to begin with

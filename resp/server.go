@@ -36,16 +36,8 @@ type Config struct {
 	Logger     *slog.Logger
 	Now        func() time.Time // TIME; time.Now when nil
 	MaxClients int              // connections at once; 10000 when 0
-	// ClientOutputLimit bounds the reply bytes a connection holds: past
-	// it they are written before the command goes on (see conn.go).
-	// DefaultClientOutputLimit when 0.
-	ClientOutputLimit int
-	// ClientOutputTimeout is how long a write of replies waits for the
-	// client to read; a client that takes none in that time is closed.
-	// DefaultClientOutputTimeout when 0.
-	ClientOutputTimeout time.Duration
-	Segments            SegmentServer // INCR, INCRBY, NEXTSEG; nil: refused
-	Cluster             ClusterNode   // GET, SET, EXISTS, DBSIZE, CLUSTER; nil: refused
+	Segments   SegmentServer    // INCR, INCRBY, NEXTSEG; nil: refused
+	Cluster    ClusterNode      // GET, SET, EXISTS, DBSIZE, CLUSTER; nil: refused
 	// RequestTimeout bounds a command that waits on the cluster (the
 	// cluster's Timing().Request); 10s when zero.
 	RequestTimeout time.Duration
@@ -56,6 +48,14 @@ type Config struct {
 	// says loading:1. Once true it is not asked again. nil: ready at once.
 	Ready func() bool
 	Debug DebugClock // DEBUG CLOCK (--enable-debug-command); nil: DEBUG refused as Redis does
+	// ClientOutputLimit bounds the reply bytes a connection holds: past
+	// it they are written before the command goes on (see conn.go).
+	// DefaultClientOutputLimit when 0.
+	ClientOutputLimit int
+	// ClientOutputTimeout is how long a write of replies waits for the
+	// client to read (at most twice it); a client that takes none in that
+	// time is closed. DefaultClientOutputTimeout when 0.
+	ClientOutputTimeout time.Duration
 }
 
 // RedisVersion is the Redis version whose behaviour the server follows; it

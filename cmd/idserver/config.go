@@ -38,15 +38,16 @@ type Config struct {
 	LogLevel    string
 	LogFormat   string
 	MaxClients  int
+	TLSCert     string
+	TLSKey      string
+	MetricsAddr string
+	ShowVersion bool
+	EnableDebug bool // DEBUG CLOCK steps the clock IDs are issued on (fault tests only)
+
 	// ClientOutputLimit and ClientOutputTimeout bound the replies a client
 	// has not read yet (resp.Config).
 	ClientOutputLimit   int
 	ClientOutputTimeout time.Duration
-	TLSCert             string
-	TLSKey              string
-	MetricsAddr         string
-	ShowVersion         bool
-	EnableDebug         bool // DEBUG CLOCK steps the clock IDs are issued on (fault tests only)
 }
 
 // parseConfig reads flags, then IDSERVER_<NAME> from the environment for
@@ -81,7 +82,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.StringVar(&c.LogFormat, "log-format", "text", "text or json (log/slog on stderr)")
 	fs.IntVar(&c.MaxClients, "maxclients", 10000, "most client connections at once")
 	fs.IntVar(&c.ClientOutputLimit, "client-output-limit", resp.DefaultClientOutputLimit, "most reply bytes held for a client: past it they are written before the command goes on")
-	fs.DurationVar(&c.ClientOutputTimeout, "client-output-timeout", resp.DefaultClientOutputTimeout, "a client that reads none of its pending replies for this long is closed")
+	fs.DurationVar(&c.ClientOutputTimeout, "client-output-timeout", resp.DefaultClientOutputTimeout, "a client that takes none of a write of its replies for this long (at most twice it) is closed")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "PEM certificate: serve RESP (and Raft) over TLS")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", "", "host:port to serve Prometheus /metrics and /healthz on")

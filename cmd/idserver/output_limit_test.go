@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"idserver/internal/testproc"
 )
 
 // rssBound is the most resident memory the server may use while clients
@@ -72,29 +74,29 @@ func TestClientsThatDoNotReadAreClosedInBoundedMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: p.addr, MaxRetries: -1, ReadTimeout: 5 * time.Second})
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1, ReadTimeout: 5 * time.Second})
 	defer rdb.Close()
-	attackNonReaders(t, p, rdb, func() (net.Conn, error) { return net.Dial("tcp", p.addr) }, true)
+	attackNonReaders(t, p, rdb, func() (net.Conn, error) { return net.Dial("tcp", p.Addr) }, true)
 }
 
 // TestTLSClientThatDoesNotReadIsClosed: the pipelined attack over TLS, whose
 // writes time out as plain TCP's do.
 func TestTLSClientThatDoesNotReadIsClosed(t *testing.T) {
-	certFile, keyFile, pool := selfSigned(t, t.TempDir())
+	certFile, keyFile, pool := testproc.SelfSigned(t, t.TempDir())
 	p, err := launchTLS(t, t.TempDir(), pool, "--tls-cert", certFile, "--tls-key", keyFile, "--client-output-timeout", "2s")
 	if err != nil {
 		t.Fatal(err)
 	}
 	tc := &tls.Config{RootCAs: pool}
-	rdb := redis.NewClient(&redis.Options{Addr: p.addr, MaxRetries: -1, ReadTimeout: 5 * time.Second, TLSConfig: tc})
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1, ReadTimeout: 5 * time.Second, TLSConfig: tc})
 	defer rdb.Close()
-	attackNonReaders(t, p, rdb, func() (net.Conn, error) { return tls.Dial("tcp", p.addr, tc) }, false)
+	attackNonReaders(t, p, rdb, func() (net.Conn, error) { return tls.Dial("tcp", p.Addr, tc) }, false)
 }
 
 // attackNonReaders runs the pipelined attack, and with multi the MULTI one
 // first, on connections from dial, while rdb, another client, is served.
 func attackNonReaders(t *testing.T, p *proc, rdb *redis.Client, dial func() (net.Conn, error), multi bool) {
-	pid := p.cmd.Process.Pid
+	pid := p.Cmd.Process.Pid
 	ctx := context.Background()
 	const commands, count = 100_000, "10000"
 
@@ -193,7 +195,7 @@ func attackNonReaders(t *testing.T, p *proc, rdb *redis.Client, dial func() (net
 		t.Logf("%s: slow client closed after %v; server VmRSS %d MB before, peak %d MB (bound %d MB); another client served %d times, slowest PING+NEXTID %v",
 			attack.name, closedAfter.Round(time.Millisecond), before>>20, peak>>20, rssBound>>20, served, slowest.Round(time.Microsecond))
 	}
-	if !strings.Contains(p.logText(), "closing a client that does not read its replies") {
+	if !strings.Contains(p.Log(), "closing a client that does not read its replies") {
 		t.Fatal("no log line for the closed client")
 	}
 }

@@ -1,0 +1,139 @@
+package cluster
+
+// Allocation of tag values and its group commit, and reading a tag's high-water.
+
+import (
+	"context"
+	"fmt"
+)
+
+// allocReq is one Allocate waiting for the group commit.
+type allocReq struct {
+	items []allocItem
+	done  chan allocDone
+}
+
+type allocDone struct {
+	results []allocResult
+	err     error
+}
+
+// Allocate reserves n contiguous values of tag, cluster-wide. On the leader
+// it joins the next group commit; elsewhere it is sent to the leader.
+func (c *Cluster) Allocate(ctx context.Context, tag string, n int64) (int64, int64, error) {
+	items := []allocItem{{Tag: tag, N: n, Node: c.cfg.NodeID, Boot: c.boot}}
+	var results []allocResult
+	if c.IsLeader() {
+		var err error
+		if results, err = c.allocLocal(ctx, items); err != nil {
+			return 0, 0, err
+		}
+	} else {
+		resp, err := c.toLeader(ctx, &request{Op: opAlloc, Node: c.cfg.NodeID, Boot: c.boot, Items: items})
+		if err != nil {
+			return 0, 0, err
+		}
+		for _, r := range resp.Results {
+			results = append(results, allocResult{First: r.First, Last: r.Last, Err: errorOf(r.Code, r.Msg)})
+		}
+	}
+	if len(results) != 1 {
+		return 0, 0, fmt.Errorf("%w: allocation lost its answer", ErrNoLeader)
+	}
+	return results[0].First, results[0].Last, results[0].Err
+}
+
+// allocLocal queues items for the group commit on this node, the leader,
+// once no SET is checking their tags (or after a heartbeat's wait: the
+// hold is for progress, not safety, and must not stall a tag for as long
+// as a SET waits on a member that does not answer).
+func (c *Cluster) allocLocal(ctx context.Context, items []allocItem) ([]allocResult, error) {
+	for _, it := range items {
+		c.waitHold(ctx, it.Tag, c.timing.Heartbeat)
+	}
+	req := &allocReq{items: items, done: make(chan allocDone, 1)}
+	select {
+	case c.allocs <- req:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %v", ErrNoLeader, ctx.Err())
+	}
+	select {
+	case d := <-req.done:
+		return d.results, d.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %v", ErrNoLeader, ctx.Err())
+	}
+}
+
+// runGroupCommit drains waiting allocations into one log entry at a time
+// (uhaha's runWriteApplier): the more requests arrive during an Apply, the
+// more the next one carries.
+func (c *Cluster) runGroupCommit() {
+	defer c.stopped.Done()
+	for {
+		var batch []*allocReq
+		items := 0
+		select {
+		case <-c.stop:
+			return
+		case req := <-c.allocs:
+			batch = append(batch, req)
+			items += len(req.items)
+		}
+	drain:
+		for items < 1024 {
+			select {
+			case req := <-c.allocs:
+				batch = append(batch, req)
+				items += len(req.items)
+			default:
+				break drain
+			}
+		}
+		e := newEntry(entryAllocBy).uvarint(uint64(items))
+		for _, r := range batch {
+			for _, it := range r.items {
+				e = e.string(it.Tag).varint(it.N).string(it.Node).uvarint(it.Boot)
+			}
+		}
+		resp, err := c.apply(e)
+		results, _ := resp.([]allocResult)
+		if err == nil && len(results) != items {
+			err = fmt.Errorf("%w: allocation lost its answer", ErrNoLeader)
+		}
+		for _, r := range batch {
+			if err != nil {
+				r.done <- allocDone{err: err}
+				continue
+			}
+			r.done <- allocDone{results: results[:len(r.items)]}
+			results = results[len(r.items):]
+		}
+	}
+}
+
+// Get is a tag's high-water as this node's state machine has it, which on
+// a follower may lag the leader by a few entries. EXISTS and DBSIZE use it.
+func (c *Cluster) Get(tag string) (int64, bool) { return c.fsm.tag(tag) }
+
+// High is a tag's cluster-wide allocation high-water, at least every value
+// any node has handed out: read on the leader, whose state machine has every
+// committed allocation. With no leader to ask it is ErrNoLeader: a lagging
+// local copy could be below a value already handed out.
+func (c *Cluster) High(ctx context.Context, tag string) (int64, bool, error) {
+	if c.IsLeader() {
+		if err := c.caughtUp(); err != nil {
+			return 0, false, err
+		}
+		v, ok := c.fsm.tag(tag)
+		return v, ok, nil
+	}
+	resp, err := c.toLeader(ctx, &request{Op: opHigh, Tag: tag})
+	if err != nil {
+		return 0, false, err
+	}
+	return resp.Value, resp.Found, nil
+}
+
+// Size is the number of tags.
+func (c *Cluster) Size() int { return c.fsm.size() }

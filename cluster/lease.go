@@ -1,0 +1,44 @@
+package cluster
+
+// Worker IDs and their leases.
+
+import (
+	"context"
+)
+
+// RenewLease asks the cluster to extend this node's lease on its worker ID
+// to endMS (ID time) and returns the committed end. It fails with
+// ErrNotMember when the node no longer holds the worker ID.
+func (c *Cluster) RenewLease(ctx context.Context, worker, endMS int64) (int64, error) {
+	if !c.IsLeader() {
+		resp, err := c.toLeader(ctx, &request{Op: opLease, Node: c.cfg.NodeID, Worker: worker, Value: endMS})
+		if err != nil {
+			return 0, err
+		}
+		return resp.Value, nil
+	}
+	return c.leaseLocal(c.cfg.NodeID, worker, endMS)
+}
+
+func (c *Cluster) leaseLocal(node string, worker, endMS int64) (int64, error) {
+	resp, err := c.apply(newEntry(entryLease).string(node).varint(worker).varint(endMS))
+	if err != nil {
+		return 0, err
+	}
+	lr := resp.(leaseResult)
+	return lr.EndMS, lr.Err
+}
+
+// Lease is this node's committed lease end as its state machine has it (0
+// when it holds no worker ID there): what a restarted node may use before
+// it renews.
+func (c *Cluster) Lease() int64 { return c.fsm.lease(c.cfg.NodeID) }
+
+// nowMS is the wall clock in ID time.
+func (c *Cluster) nowMS() int64 { return c.cfg.Now().UnixMilli() - c.cfg.Layout.Epoch.UnixMilli() }
+
+// Worker is this node's worker ID from the state machine, if it has one.
+func (c *Cluster) Worker() (int64, bool) {
+	m, ok := c.fsm.member(c.cfg.NodeID)
+	return m.Worker, ok
+}

@@ -1,0 +1,226 @@
+package cluster
+
+// The SET protocol: ask every member, hold the tag's allocations, fence every
+// member, bound what may have been issued, commit, and confirm.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"idserver/engine"
+)
+
+// Set sets tag to v, which may lower it below values reserved in buffers
+// but never issued (SPEC section 3). cond is "", "NX" (only if the tag
+// does not exist) or "XX" (only if it exists), decided in the same Apply.
+// It returns the tag's high-water before the SET and whether the tag
+// existed; whether the SET applied follows from cond and existed. A SET
+// below a value that may have been issued is engine.ErrWouldGoBack, naming
+// the value and who may have issued it. A SET that applied answers only
+// once every member has applied it; a member that does not confirm in
+// time makes it ErrUnconfirmed, naming the member (a retry is safe).
+func (c *Cluster) Set(ctx context.Context, tag string, v int64, cond string) (old int64, existed bool, err error) {
+	switch cond {
+	case "", "NX", "XX":
+	default:
+		return 0, false, fmt.Errorf("unknown SET condition %q", cond)
+	}
+	if !c.IsLeader() {
+		resp, err := c.toLeader(ctx, &request{Op: opSet, Tag: tag, Value: v, Cond: cond})
+		if resp == nil {
+			return 0, false, err
+		}
+		return resp.Old, resp.Found, err
+	}
+	return c.setLocal(ctx, tag, v, cond)
+}
+
+// setLocal runs a SET on the leader:
+//
+//  0. Every member must answer (else SET fails with nothing dropped).
+//  1. Allocations of the tag wait on this leader until the SET ends (a
+//     hold), so that the SET is not overtaken by refills forever.
+//  2. It reads the tag's state at some rev.
+//  3. It fences every member: each drops every buffered value of the tag
+//     and every allocation in flight, and answers the largest value it
+//     handed out in its process. From then on a member hands out only
+//     values allocated after the fence.
+//  4. From the answers and what the state says each node was allocated, it
+//     bounds what may have been issued; v below that is refused.
+//  5. It commits the SET on condition that the tag is still at that rev:
+//     an allocation committed after the read (say, by a leader before this
+//     one, or queued before the hold) moves the rev, and the SET starts
+//     over. One committed before the read is either in a member's answer
+//     or dropped by its fence.
+//
+// A SET that fails leaves dropped values behind: gaps, never repeats.
+func (c *Cluster) setLocal(ctx context.Context, tag string, v int64, cond string) (int64, bool, error) {
+	if err := c.caughtUp(); err != nil {
+		return 0, false, err
+	}
+	// A member out of reach would fail the fence, after every other member
+	// dropped its buffers: ask them all first, and fail with nothing dropped
+	// (a SET retried while a member is down then costs the others nothing).
+	if err := c.everyMember(ctx, fmt.Sprintf("SET %s %d (nothing changed)", tag, v), "answered", &request{Op: opApplied}, nil,
+		func(context.Context) (*response, error) { return nil, nil }); err != nil {
+		return 0, false, err
+	}
+	release, err := c.hold(ctx, tag)
+	if err != nil {
+		return 0, false, fmt.Errorf("%w: %v", ErrNoLeader, err)
+	}
+	defer release()
+	const attempts = 3
+	for attempt := 1; ; attempt++ {
+		t, existed := c.fsm.tagState(tag)
+		if (cond == "NX" && existed) || (cond == "XX" && !existed) {
+			return t.high(), existed, nil // a SET whose condition fails changes nothing, buffers included
+		}
+		answers, err := c.fence(ctx, tag, fmt.Sprintf("SET %s %d (nothing committed)", tag, v))
+		if err != nil {
+			return t.high(), existed, err
+		}
+		if bound, who := t.issuedBound(answers); bound > v {
+			return t.high(), existed, fmt.Errorf("%w: %s: %s", engine.ErrWouldGoBack, tag, who)
+		}
+		e := newEntry(entrySet).string(tag).varint(v).uvarint(uint64(setConds[cond])).uvarint(t.Rev)
+		resp, index, err := c.applyIndex(e)
+		if err != nil {
+			return 0, false, err
+		}
+		res := resp.(setResult)
+		if errors.Is(res.Err, errMoved) {
+			if attempt < attempts {
+				continue
+			}
+			return res.Old, res.Existed, fmt.Errorf("%w: SET %s %d: allocations of %s moved it %d times while it was checked (nothing committed); retrying it is safe",
+				ErrUnconfirmed, tag, v, tag, attempts)
+		}
+		if res.Err != nil || (cond == "NX" && res.Existed) || (cond == "XX" && !res.Existed) {
+			return res.Old, res.Existed, res.Err
+		}
+		return res.Old, res.Existed, c.confirm(ctx, index, fmt.Sprintf("SET %s %d (committed)", tag, v))
+	}
+}
+
+// hold makes allocations of tag on this leader wait until release is
+// called; it waits for another SET's hold on tag first.
+func (c *Cluster) hold(ctx context.Context, tag string) (release func(), err error) {
+	for {
+		c.holdMu.Lock()
+		ch, held := c.holds[tag]
+		if !held {
+			ch = make(chan struct{})
+			c.holds[tag] = ch
+			c.holdMu.Unlock()
+			return func() {
+				c.holdMu.Lock()
+				delete(c.holds, tag)
+				c.holdMu.Unlock()
+				close(ch)
+			}, nil
+		}
+		c.holdMu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// waitHold returns once no SET holds tag on this leader, or after d.
+func (c *Cluster) waitHold(ctx context.Context, tag string, d time.Duration) {
+	c.holdMu.Lock()
+	ch, held := c.holds[tag]
+	c.holdMu.Unlock()
+	if !held {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// fence runs OnFence for tag on every member and collects the answers.
+func (c *Cluster) fence(ctx context.Context, tag, what string) (map[string]fenced, error) {
+	answers := map[string]fenced{}
+	var mu sync.Mutex
+	err := c.everyMember(ctx, what, "dropped its buffered values", &request{Op: opFence, Tag: tag},
+		func(node string, resp *response) {
+			mu.Lock()
+			answers[node] = fenced{Issued: resp.Value, Boot: resp.Boot}
+			mu.Unlock()
+		},
+		func(context.Context) (*response, error) { return c.fenceLocal(tag), nil })
+	return answers, err
+}
+
+func (c *Cluster) fenceLocal(tag string) *response {
+	r := &response{Boot: c.boot}
+	if c.cfg.OnFence != nil {
+		r.Value = c.cfg.OnFence(tag)
+	}
+	return r
+}
+
+// confirm waits until every member has published index: applied it and
+// dropped what it makes stale from its buffers.
+func (c *Cluster) confirm(ctx context.Context, index uint64, what string) error {
+	// Followers learn that index committed from the leader's next
+	// AppendEntries, which without new entries is the next heartbeat (a
+	// tenth of the heartbeat timeout: 100 ms by default). A barrier is a new
+	// entry: replicating it tells them now. Its own outcome does not matter.
+	c.raft.Barrier(c.timing.Apply)
+	return c.everyMember(ctx, what, "applied it", &request{Op: opApplied, Index: index}, nil,
+		func(ctx context.Context) (*response, error) { return nil, c.fsm.waitPublished(ctx, index) })
+}
+
+// everyMember sends req to every other member, and runs local for this
+// node, all within Timing.Confirm, handing each answer to got (when not
+// nil). A member that does not answer makes it ErrUnconfirmed, naming the
+// member.
+func (c *Cluster) everyMember(ctx context.Context, what, done string, req *request,
+	got func(node string, resp *response), local func(context.Context) (*response, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, c.timing.Confirm)
+	defer cancel()
+	members := *c.fsm.members.Load()
+	errs := make(chan error, len(members))
+	for id, m := range members {
+		go func() {
+			var resp *response
+			var err error
+			if id == c.cfg.NodeID {
+				resp, err = local(ctx)
+			} else {
+				r := *req
+				if resp, err = c.call(ctx, m.RaftAddr, &r); err != nil {
+					err = fmt.Errorf("node %s (%s): %v", id, m.RESPAddr, err)
+				}
+			}
+			if err == nil && got != nil {
+				got(id, resp)
+			}
+			errs <- err
+		}()
+	}
+	var failed []string
+	for range members {
+		if err := <-errs; err != nil {
+			failed = append(failed, err.Error())
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%w: %s: within %v not every member %s: %s; the command is idempotent, retrying it is safe",
+			ErrUnconfirmed, what, c.timing.Confirm, done, strings.Join(failed, "; "))
+	}
+	return nil
+}

@@ -259,6 +259,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			defer func() {
 				if err := unmountLazyDisks(lazy); err != nil {
 					logf("chaos: %v", err)
+				} else {
+					// Unmounted: nothing stale for the next campaign to clean up,
+					// which would remove the directory with its history and logs.
+					os.Remove(filepath.Join(root, pidFile))
 				}
 			}()
 		}
@@ -273,6 +277,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			defer func() {
 				if err := unmountDisks(disks); err != nil {
 					logf("chaos: %v", err)
+				} else {
+					// Unmounted: nothing stale for the next campaign to clean up,
+					// which would remove the directory with its history and logs.
+					os.Remove(filepath.Join(root, pidFile))
 				}
 			}()
 		}

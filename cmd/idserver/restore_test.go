@@ -146,7 +146,7 @@ func TestRawCopyRestoredInPlaceIsRefused(t *testing.T) {
 	dir := filepath.Join(root, "data")
 	p := startProc(t, dir)
 	load(l, "first", p.client(), 300*time.Millisecond, "orders")
-	p.kill()
+	p.Kill()
 	p = startProc(t, dir) // kill -9: not a copy
 	load(l, "after kill -9", p.client(), 300*time.Millisecond, "orders")
 	p.stop()
@@ -164,7 +164,7 @@ func TestRawCopyRestoredInPlaceIsRefused(t *testing.T) {
 	copyDir(t, moved, backup)
 	wg.Wait()
 	load(l, "after the copy", c, time.Second, "orders", "users")
-	p.kill()
+	p.Kill()
 	restoreInPlace(t, backup, moved)
 	p, err := launch(t, moved, nil)
 	if err == nil {
@@ -219,7 +219,7 @@ func TestRestoreFromACopyNeverRepeats(t *testing.T) {
 // --from, taken from the running node mid-load.
 func TestOnlineBackupRestoredNeverRepeats(t *testing.T) {
 	restoreNeverRepeats(t, func(t *testing.T, p *proc, dir, backup string) {
-		code, out := runToExit(t, "backup", "--from", p.addr, backup)
+		code, out := runToExit(t, "backup", "--from", p.Addr, backup)
 		if code != 0 {
 			t.Fatalf("idserver backup: exit %d\n%s", code, out)
 		}
@@ -240,7 +240,7 @@ func restoreNeverRepeats(t *testing.T, backUp func(t *testing.T, p *proc, dir, b
 	backUp(t, p, dir, backup)
 	wg.Wait()
 	load(l, "after the backup", c, 1500*time.Millisecond, "orders", "users", "late")
-	p.kill()
+	p.Kill()
 	out := restoreRun(t, backup, "--dir", restored)
 	t.Logf("%s", strings.TrimSpace(out))
 	before := len(l.ids) + l.values()
@@ -249,7 +249,7 @@ func restoreNeverRepeats(t *testing.T, backUp func(t *testing.T, p *proc, dir, b
 	if len(l.ids)+l.values() == before {
 		t.Fatal("the restored node issued nothing")
 	}
-	p.kill()
+	p.Kill()
 	p = startProc(t, restored) // and a plain restart of the restored directory is not a copy
 	load(l, "restored, restarted", p.client(), 300*time.Millisecond, "orders", "late")
 	l.check(t)
@@ -279,7 +279,7 @@ func TestRestoredMemberNeverRepeats(t *testing.T) {
 	for round, snapshotLike := range []bool{false, true} {
 		backup := filepath.Join(t.TempDir(), "backup")
 		// Restarted a moment before: its clock runs up to a window ahead.
-		restored.p.kill()
+		restored.p.Kill()
 		restored.start(t)
 		var wg sync.WaitGroup
 		wg.Add(1)
@@ -288,18 +288,18 @@ func TestRestoredMemberNeverRepeats(t *testing.T) {
 		copyDir(t, restored.dir, backup)
 		wg.Wait()
 		if snapshotLike {
-			restored.p.kill()
+			restored.p.Kill()
 			restored.start(t)
 		}
 		all(1500*time.Millisecond, fmt.Sprintf("round %d after the copy", round))
-		restored.p.kill()
+		restored.p.Kill()
 		restoreInPlace(t, backup, restored.dir)
 		if snapshotLike {
 			keepMarker(t, restored.dir)
 		}
 		restored.start(t)
 		all(1500*time.Millisecond, fmt.Sprintf("round %d restored", round))
-		if !strings.Contains(restored.p.logText(), "older than what the cluster committed") {
+		if !strings.Contains(restored.p.Log(), "older than what the cluster committed") {
 			unsaid = append(unsaid, round)
 		}
 	}

@@ -15,6 +15,7 @@ package cluster
 // snapshot holding the bumped state, which Raft restores at the first start.
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,6 +28,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
 
 	"idserver/persist"
 )
@@ -90,11 +92,12 @@ func imageOfStore(s *persist.Store) (Image, error) {
 }
 
 // ImageOf reads the Image of a copy of a data directory (made with cp -a,
-// rsync, tar, a file-system snapshot): its node keys, and the newer of its
-// state machine in Pebble and its latest Raft snapshot. Entries in its Raft
-// log past that state are not read: the restore's skip covers them with
-// the rest of what was issued after the copy. The copy must not be in use
-// (its lock is taken).
+// rsync, tar, a file-system snapshot): its node keys, and its state
+// machine: the newer of the state in Pebble and the latest Raft snapshot,
+// with the entries of its Raft log past it applied. (Pebble's state-machine
+// writes are not synced, so in a copy of a running node it lags the log.)
+// The copy must not be in use (its lock is taken); its Raft log is opened
+// read-only.
 func ImageOf(dir string) (Image, error) {
 	s, err := persist.Open(dir)
 	if err != nil {
@@ -113,30 +116,89 @@ func ImageOf(dir string) (Image, error) {
 	if err != nil {
 		return img, err
 	}
-	img.State = json.RawMessage(snap.(fsmSnapshot))
+	state, applied := []byte(snap.(fsmSnapshot)), f.applied()
 	rdir := filepath.Join(dir, "raft")
-	if _, err := os.Stat(filepath.Join(rdir, "snapshots")); err != nil {
-		return img, nil
+	if _, err := os.Stat(filepath.Join(rdir, "snapshots")); err == nil {
+		snaps, err := raft.NewFileSnapshotStoreWithLogger(rdir, 2, hclog.NewNullLogger())
+		if err != nil {
+			return img, err
+		}
+		if list, err := snaps.List(); err != nil {
+			return img, err
+		} else if len(list) > 0 && list[0].Index > applied {
+			_, rc, err := snaps.Open(list[0].ID)
+			if err != nil {
+				return img, fmt.Errorf("raft snapshot %s: %w", list[0].ID, err)
+			}
+			state, err = io.ReadAll(rc)
+			rc.Close()
+			if err != nil {
+				return img, fmt.Errorf("raft snapshot %s: %w", list[0].ID, err)
+			}
+			applied = list[0].Index
+		}
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(rdir, 2, hclog.NewNullLogger())
-	if err != nil {
+	if state, err = replayLog(filepath.Join(rdir, "raft.db"), state, applied); err != nil {
 		return img, err
 	}
-	list, err := snaps.List()
-	if err != nil || len(list) == 0 || list[0].Index <= f.applied() {
-		return img, err
-	}
-	_, rc, err := snaps.Open(list[0].ID)
-	if err != nil {
-		return img, fmt.Errorf("raft snapshot %s: %w", list[0].ID, err)
-	}
-	defer rc.Close()
-	data, err := io.ReadAll(rc)
-	if err != nil {
-		return img, fmt.Errorf("raft snapshot %s: %w", list[0].ID, err)
-	}
-	img.State = json.RawMessage(data)
+	img.State = json.RawMessage(state)
 	return img, nil
+}
+
+// replayLog applies the entries of the Raft log at path after index
+// applied to state, in a scratch state machine, and returns the result.
+// A log that does not reach back to applied+1 is not applied.
+func replayLog(path string, state []byte, applied uint64) (_ []byte, err error) {
+	if _, err := os.Stat(path); err != nil {
+		return state, nil
+	}
+	logs, err := raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: &bbolt.Options{ReadOnly: true, Timeout: time.Second}})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	defer logs.Close()
+	first, err := logs.FirstIndex()
+	if err != nil {
+		return nil, err
+	}
+	last, err := logs.LastIndex()
+	if err != nil || last <= applied || first > applied+1 {
+		return state, err
+	}
+	scratch, err := os.MkdirTemp("", "idserver-restore-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(scratch)
+	s, err := persist.Open(scratch)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	f, err := newFSM(s, math.MaxInt64)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Restore(io.NopCloser(bytes.NewReader(state))); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%s: %v", path, p)
+		}
+	}()
+	for i := applied + 1; i <= last; i++ {
+		var l raft.Log
+		if err := logs.GetLog(i, &l); err != nil {
+			return nil, fmt.Errorf("%s: entry %d: %w", path, i, err)
+		}
+		f.Apply(&l)
+	}
+	snap, err := f.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	return []byte(snap.(fsmSnapshot)), nil
 }
 
 // RestoreOptions say how far a restore moves the state.

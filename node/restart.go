@@ -64,7 +64,11 @@ func (n *Node) startLease(worker, startAbove, lease int64, copied string) (int64
 	}
 	leaseMS := n.cfg.WorkerLease.Milliseconds()
 	start := max(n.nowMS(), hw+1, startAbove+1)
-	ctx, cancel := context.WithTimeout(context.Background(), joinWait/6)
+	wait := joinWait / 6
+	if n.checkInLater {
+		wait = 0 // the check-in already waited for a cluster it could not reach
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	g, err := n.renewUntil(ctx, worker, start+leaseMS, inc)
 	switch {

@@ -32,6 +32,17 @@ func TestValidate(t *testing.T) {
 		{"not a whole millisecond, far ahead", []string{"--epoch", "2999-01-01T00:00:00.0005Z"}, "whole millisecond"},
 		{"widths do not add up", []string{"--time-bits", "40"}, "must be 63"},
 		{"segment step", []string{"--segment-step", "0"}, "--segment-step"},
+		{"protected mode: every interface, no secret", []string{"--bind", "0.0.0.0"}, `protected mode: --bind "0.0.0.0" is not a loopback address`},
+		{"protected mode: an empty host is every interface", []string{"--bind", ""}, `protected mode: --bind ""`},
+		{"protected mode: a name is not looked up", []string{"--bind", "db.example"}, `protected mode: --bind "db.example"`},
+		{"protected mode: the Raft port", []string{"--raft-addr", "10.0.0.1:7000"}, `protected mode: --raft-addr "10.0.0.1"`},
+		{"protected mode: loopback", []string{"--bind", "127.0.0.2", "--raft-addr", "[::1]:7000"}, ""},
+		{"protected mode: localhost", []string{"--bind", "localhost"}, ""},
+		{"protected mode: --requirepass", []string{"--bind", "0.0.0.0", "--requirepass", "pw"}, ""},
+		{"protected mode: --cluster-secret", []string{"--bind", "0.0.0.0", "--cluster-secret", "s"}, ""},
+		{"protected mode: no", []string{"--bind", "0.0.0.0", "--protected-mode", "no"}, ""},
+		{"protected mode: neither yes nor no", []string{"--protected-mode", "off"}, `--protected-mode "off": yes or no`},
+		{"--tls-ca without a certificate", []string{"--tls-ca", "ca.pem"}, "--tls-ca goes with --tls-cert"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -138,7 +138,11 @@ func launch(t *testing.T, dir string, env []string, args ...string) (*proc, erro
 	case <-time.After(20 * time.Second):
 		return p, fmt.Errorf("idserver did not listen within 20s\n%s", p.logText())
 	}
-	_, p.port, _ = net.SplitHostPort(p.addr)
+	host, port, _ := net.SplitHostPort(p.addr)
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		p.addr = net.JoinHostPort("127.0.0.1", port) // bound to every interface: reached on loopback only
+	}
+	p.port = port
 	rdb := redis.NewClient(&redis.Options{Addr: p.addr, TLSConfig: tlsReady, Password: passwordFrom(args)})
 	defer rdb.Close()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {

@@ -30,6 +30,8 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/redis/go-redis/v9"
+
+	"idserver/internal/testproc"
 )
 
 // forgedStream is hashicorp/raft's StreamLayer as an attacker writes it:
@@ -102,16 +104,17 @@ type target struct {
 	rdb      *redis.Client
 }
 
-// startTargets starts a 3-node cluster with args on every node, n1
-// bootstrapping, and waits until each sees 3 members.
+// startTargets starts a 3-node cluster with --requirepass pw and args on
+// every node, n1 bootstrapping, and waits until each sees 3 members.
 func startTargets(t *testing.T, pool *x509.CertPool, args ...string) []*target {
 	t.Helper()
+	args = append([]string{"--requirepass", "pw"}, args...)
 	var ts []*target
 	for i := 1; i <= 3; i++ {
-		tg := &target{id: "n" + strconv.Itoa(i), raft: "127.0.0.1:" + strconv.Itoa(freePort(t))}
+		tg := &target{id: "n" + strconv.Itoa(i), raft: "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t))}
 		a := append([]string{"--node-id", tg.id, "--raft-addr", tg.raft}, args...)
 		if i > 1 {
-			a = append(a, "--join", ts[0].p.addr)
+			a = append(a, "--join", ts[0].p.Addr)
 		}
 		var err error
 		if pool != nil {
@@ -126,7 +129,7 @@ func startTargets(t *testing.T, pool *x509.CertPool, args ...string) []*target {
 		if pool != nil {
 			conf = &tls.Config{RootCAs: pool}
 		}
-		tg.rdb = redis.NewClient(&redis.Options{Addr: tg.p.addr, Password: passwordFrom(args), TLSConfig: conf, MaxRetries: -1})
+		tg.rdb = redis.NewClient(&redis.Options{Addr: tg.p.Addr, Password: "pw", TLSConfig: conf, MaxRetries: -1})
 		t.Cleanup(func() { tg.rdb.Close() })
 		ts = append(ts, tg)
 	}
@@ -305,7 +308,7 @@ func attackRefused(t *testing.T, ts []*target, stream *forgedStream, reason stri
 		}
 		logged := false
 		for deadline := time.Now().Add(5 * time.Second); !logged && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			for _, line := range strings.Split(tg.p.logText(), "\n") {
+			for _, line := range strings.Split(tg.p.Log(), "\n") {
 				if strings.Contains(line, "refused a connection to the Raft port") && strings.Contains(line, "from="+from[0]+" ") && strings.Contains(line, reason) {
 					logged = true
 				}
@@ -326,7 +329,7 @@ func attackRefused(t *testing.T, ts []*target, stream *forgedStream, reason stri
 // refused and logged, the terms and DBSIZE are unchanged, and INCR goes on
 // above the values it gave before.
 func TestForgedRaftTrafficIsRefused(t *testing.T) {
-	ts := startTargets(t, nil, "--requirepass", "pw")
+	ts := startTargets(t, nil)
 	ctx := context.Background()
 	for _, tag := range []string{"orders", "users", "invoices"} {
 		if err := ts[1].rdb.Incr(ctx, tag).Err(); err != nil {
@@ -343,8 +346,8 @@ func TestForgedRaftTrafficIsRefused(t *testing.T) {
 // TCP, and with the nodes' own certificate but without the secret, every
 // forgery is refused and logged, and nothing changes.
 func TestForgedRaftTrafficOverTLSIsRefused(t *testing.T) {
-	certFile, keyFile, pool := selfSigned(t, t.TempDir())
-	ts := startTargets(t, pool, "--tls-cert", certFile, "--tls-key", keyFile, "--requirepass", "pw")
+	certFile, keyFile, pool := testproc.SelfSigned(t, t.TempDir())
+	ts := startTargets(t, pool, "--tls-cert", certFile, "--tls-key", keyFile)
 	ctx := context.Background()
 	for _, tag := range []string{"orders", "users"} {
 		if err := ts[1].rdb.Incr(ctx, tag).Err(); err != nil {
@@ -352,7 +355,7 @@ func TestForgedRaftTrafficOverTLSIsRefused(t *testing.T) {
 		}
 	}
 	cluster := clusterInfo(t, ts[0].rdb)["cluster_id"]
-	otherCert, otherKey, _ := selfSigned(t, t.TempDir())
+	otherCert, otherKey, _ := testproc.SelfSigned(t, t.TempDir())
 	other, err := tls.LoadX509KeyPair(otherCert, otherKey)
 	if err != nil {
 		t.Fatal(err)
@@ -383,31 +386,31 @@ func TestForgedRaftTrafficOverTLSIsRefused(t *testing.T) {
 // flag, and the cluster keeps one member.
 func TestClusterSecret(t *testing.T) {
 	first := startProc(t, t.TempDir(), "--requirepass", "pw", "--cluster-secret", "s3cret", "--raft-addr", "127.0.0.1:0")
-	second, err := launch(t, t.TempDir(), []string{"IDSERVER_CLUSTER_SECRET=s3cret"}, "--requirepass", "pw", "--raft-addr", "127.0.0.1:0", "--join", first.addr)
+	second, err := launch(t, t.TempDir(), []string{"IDSERVER_CLUSTER_SECRET=s3cret"}, "--requirepass", "pw", "--raft-addr", "127.0.0.1:0", "--join", first.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: second.addr, Password: "pw", MaxRetries: -1})
+	rdb := redis.NewClient(&redis.Options{Addr: second.Addr, Password: "pw", MaxRetries: -1})
 	defer rdb.Close()
 	if err := rdb.Incr(ctx, "orders").Err(); err != nil {
 		t.Fatalf("INCR on the member that joined with the same cluster secret: %v", err)
 	}
-	p, err := launch(t, t.TempDir(), nil, "--requirepass", "pw", "--cluster-secret", "other", "--raft-addr", "127.0.0.1:0", "--join", first.addr)
+	p, err := launch(t, t.TempDir(), nil, "--requirepass", "pw", "--cluster-secret", "other", "--raft-addr", "127.0.0.1:0", "--join", first.Addr)
 	out := waitExit(t, p, err)
 	if !strings.Contains(out, "--cluster-secret") {
 		t.Fatalf("a joiner with another cluster secret was refused without naming --cluster-secret:\n%s", out)
 	}
-	leader := redis.NewClient(&redis.Options{Addr: first.addr, Password: "pw"})
+	leader := redis.NewClient(&redis.Options{Addr: first.Addr, Password: "pw"})
 	defer leader.Close()
 	if info := clusterInfo(t, leader); info["members"] != "2" {
 		t.Fatalf("after the refused join: %v", info)
 	}
 	// The joiner logs the leader's connection it refused; the leader, the
 	// refusal of its proof.
-	if !strings.Contains(p.logText(), `msg="refused a connection to the Raft port: no proof of the cluster secret"`) ||
-		!strings.Contains(first.logText(), "the node refused this node's proof") {
-		t.Fatalf("the refused handshake was not logged on both sides:\n%s\n%s", p.logText(), first.logText())
+	if !strings.Contains(p.Log(), `msg="refused a connection to the Raft port: no proof of the cluster secret"`) ||
+		!strings.Contains(first.Log(), "the node refused this node's proof") {
+		t.Fatalf("the refused handshake was not logged on both sides:\n%s\n%s", p.Log(), first.Log())
 	}
 }
 
@@ -445,8 +448,8 @@ func TestProtectedMode(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v %v: %v", tc.env, tc.args, err)
 		}
-		if !strings.HasPrefix(p.addr, "127.0.0.1:") {
-			t.Fatalf("talking to %s, not loopback", p.addr)
+		if !strings.HasPrefix(p.Addr, "127.0.0.1:") {
+			t.Fatalf("talking to %s, not loopback", p.Addr)
 		}
 		if err := p.client().Incr(context.Background(), "orders").Err(); err != nil {
 			t.Fatalf("%v %v: INCR: %v", tc.env, tc.args, err)
@@ -510,7 +513,7 @@ func caSigned(t *testing.T, dir string) (caFile string, pool *x509.CertPool, lea
 func TestTLSCAVerifiesPeers(t *testing.T) {
 	caFile, pool, leaf := caSigned(t, t.TempDir())
 	nodeCert, nodeKey := leaf("node")
-	ts := startTargets(t, pool, "--tls-cert", nodeCert, "--tls-key", nodeKey, "--tls-ca", caFile, "--requirepass", "pw")
+	ts := startTargets(t, pool, "--tls-cert", nodeCert, "--tls-key", nodeKey, "--tls-ca", caFile)
 	if err := ts[2].rdb.Incr(context.Background(), "orders").Err(); err != nil {
 		t.Fatalf("INCR through a member over mutual TLS: %v", err)
 	}
@@ -520,7 +523,7 @@ func TestTLSCAVerifiesPeers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	otherCert, otherKey, _ := selfSigned(t, t.TempDir())
+	otherCert, otherKey, _ := testproc.SelfSigned(t, t.TempDir())
 	other, err := tls.LoadX509KeyPair(otherCert, otherKey)
 	if err != nil {
 		t.Fatal(err)

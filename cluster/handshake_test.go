@@ -315,3 +315,24 @@ func TestForgedRaftRPCsNeedTheSecret(t *testing.T) {
 		t.Fatalf("term %d after AppendEntries with the secret at term 5000", now)
 	}
 }
+
+// TestRefusalLogIsBounded: of 250 refused connections in a burst, the
+// first ten are logged, then the 100th and the 200th, each with the count;
+// a minute after the last line, the next one is logged again.
+func TestRefusalLogIsBounded(t *testing.T) {
+	log := &syncBuffer{}
+	m := &mux{log: slog.New(slog.NewTextHandler(log, nil)), closed: make(chan struct{})}
+	for i := 0; i < 250; i++ {
+		m.logUnproved("127.0.0.1:9", errors.New("wrong proof"))
+	}
+	m.lastLog.Add(-int64(time.Minute))
+	m.logUnproved("127.0.0.1:9", errors.New("wrong proof"))
+	m.logUnproved("127.0.0.1:9", errors.New("wrong proof"))
+	var counts []string
+	for _, line := range strings.Split(strings.TrimSpace(log.String()), "\n") {
+		counts = append(counts, line[strings.LastIndex(line, "=")+1:])
+	}
+	if got := strings.Join(counts, ","); got != "1,2,3,4,5,6,7,8,9,10,100,200,251" {
+		t.Fatalf("logged refusals %s, want the first ten, the 100th, the 200th and the 251st (a minute later)", got)
+	}
+}

@@ -336,3 +336,53 @@ func TestRefusalLogIsBounded(t *testing.T) {
 		t.Fatalf("logged refusals %s, want the first ten, the 100th, the 200th and the 251st (a minute later)", got)
 	}
 }
+
+// TestHandshakesUnderWayAreBounded: with maxHandshakes connections silent
+// in their handshake, one more is closed at once, with the reason logged;
+// once they are gone, a node with the secret gets in again.
+func TestHandshakesUnderWayAreBounded(t *testing.T) {
+	m, log, _ := acceptorMux(t, "pw")
+	addr := m.addr.String()
+	var silent []net.Conn
+	defer func() {
+		for _, c := range silent {
+			c.Close()
+		}
+	}()
+	for range maxHandshakes {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		silent = append(silent, c)
+	}
+	for deadline := time.Now().Add(5 * time.Second); m.opening.Load() < maxHandshakes; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d handshakes under way, want %d", m.opening.Load(), maxHandshakes)
+		}
+	}
+	extra, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer extra.Close()
+	extra.SetReadDeadline(time.Now().Add(handshakeTimeout / 2))
+	if _, err := extra.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("a connection past %d handshakes under way: %v, want closed at once", maxHandshakes, err)
+	}
+	waitLog(t, log, `reason="64 handshakes already under way"`)
+	for _, c := range silent {
+		c.Close()
+	}
+	silent = nil
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		conn, err := dialerMux(tcpNetwork{}, "pw", "c1").dial(addr, streamRPC, 2*time.Second)
+		if err == nil {
+			conn.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no way in once the silent connections were gone: %v", err)
+		}
+	}
+}

@@ -53,6 +53,7 @@ const (
 	helloV1          byte = 'A' // the first byte of the handshake, version 1
 	nonceSize             = 32
 	handshakeTimeout      = 5 * time.Second // an acceptor's bound on the whole handshake
+	maxHandshakes         = 64              // handshakes an acceptor runs at once; past it a connection is closed at once
 )
 
 // handshake is what both ends of one connection prove over.
@@ -182,6 +183,7 @@ type mux struct {
 	connsMu   sync.Mutex
 	conns     map[net.Conn]struct{} // node-to-node streams being served
 	unproved  atomic.Int64          // connections refused at the handshake
+	opening   atomic.Int32          // handshakes under way
 	lastLog   atomic.Int64          // when the last of them was logged, Unix ns
 }
 
@@ -206,8 +208,15 @@ func (m *mux) run() {
 }
 
 func (m *mux) route(conn net.Conn) {
+	if m.opening.Add(1) > maxHandshakes {
+		m.opening.Add(-1)
+		conn.Close()
+		m.logUnproved(conn.RemoteAddr().String(), fmt.Errorf("%d handshakes already under way", maxHandshakes))
+		return
+	}
 	conn.SetDeadline(time.Now().Add(handshakeTimeout))
 	h, err := m.openAsAcceptor(conn)
+	m.opening.Add(-1)
 	if err != nil {
 		conn.Close()
 		m.logUnproved(conn.RemoteAddr().String(), err)

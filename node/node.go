@@ -53,7 +53,7 @@ type Config struct {
 	// TLSServer and TLSClient serve RESP and the Raft port over TLS and
 	// reach other nodes with it. The Raft port requires and verifies a
 	// client certificate against TLSServer.ClientCAs (mutual TLS): only
-	// nodes reach it. RESP clients are asked for none.
+	// nodes reach it. RESP requires none.
 	TLSServer, TLSClient *tls.Config
 	// Now is the wall clock the generator and leases read (time.Now when nil).
 	Now func() time.Time

@@ -43,6 +43,9 @@ func TestValidate(t *testing.T) {
 		{"protected mode: no", []string{"--bind", "0.0.0.0", "--protected-mode", "no"}, ""},
 		{"protected mode: neither yes nor no", []string{"--protected-mode", "off"}, `--protected-mode "off": yes or no`},
 		{"--tls-ca without a certificate", []string{"--tls-ca", "ca.pem"}, "--tls-ca goes with --tls-cert"},
+		{"client output limit too small", []string{"--client-output-limit", "100"}, "--client-output-limit 100 must be between"},
+		{"client output timeout too short", []string{"--client-output-timeout", "1ms"}, "--client-output-timeout 1ms is too short"},
+		{"client output limit and timeout", []string{"--client-output-limit", "65536", "--client-output-timeout", "2s"}, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

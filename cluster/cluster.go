@@ -11,7 +11,6 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -142,27 +141,14 @@ func Open(cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 	c.cluster.Store(&id)
-	existing := Existing(cfg.Dir)
-	if existing && id == "" {
-		_, _, hasWorker, err := cfg.Store.Worker()
-		if err != nil {
-			return nil, err
-		}
-		if hasWorker {
-			return nil, fmt.Errorf("%s holds Raft state but no cluster identity (made by an older idserver): start on a new --dir", cfg.Dir)
-		}
-		// A joiner that was never admitted (its join was refused or cut
-		// short): its Raft state holds nothing; start it afresh.
-		if err := os.RemoveAll(filepath.Join(cfg.Dir, "raft")); err != nil {
-			return nil, err
-		}
-		existing = false
-	}
 	f, err := newFSM(cfg.Store, cfg.Layout.MaxWorker())
 	if err != nil {
 		return nil, err
 	}
 	c.fsm = f
+	if err := checkRaftFile(cfg, f); err != nil {
+		return nil, err
+	}
 	rdir := filepath.Join(cfg.Dir, "raft")
 	if err := os.MkdirAll(rdir, 0o755); err != nil {
 		return nil, err
@@ -173,6 +159,14 @@ func Open(cfg Config) (*Cluster, error) {
 		return nil, fmt.Errorf("raft log store: %w", err)
 	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(rdir, 2, hlog)
+	if err != nil {
+		logs.Close()
+		return nil, err
+	}
+	// A directory whose Raft state is empty holds nothing to lose: a new
+	// one, a joiner that was never admitted, or a bootstrap cut short. Any
+	// other must agree with the Pebble state beside it.
+	existing, err := checkRaftState(cfg, f, id, logs, logs, snaps)
 	if err != nil {
 		logs.Close()
 		return nil, err
@@ -229,10 +223,13 @@ func Open(cfg Config) (*Cluster, error) {
 		}
 		c.cluster.Store(&id)
 	}
+	recovering, from := false, id
 	if cfg.Recover {
-		if !existing {
-			return fail(errors.New("--recover needs the data directory of a surviving member"))
+		if recovering, err = c.mayRecover(existing, logs, snaps); err != nil {
+			return fail(err)
 		}
+	}
+	if recovering {
 		// A new identity first: should a "lost" member come back after all,
 		// its cluster and this one never exchange Raft traffic.
 		id = newClusterID()
@@ -251,8 +248,8 @@ func Open(cfg Config) (*Cluster, error) {
 	}
 	// The port is served only now: a node-to-node request reads c.raft.
 	go c.mux.run()
-	if cfg.Recover {
-		if err := c.recoverAlone(); err != nil {
+	if recovering {
+		if err := c.recoverAlone(from); err != nil {
 			return fail(err)
 		}
 	}
@@ -281,12 +278,6 @@ func newClusterID() string {
 	var b [8]byte
 	rand.Read(b[:])
 	return hex.EncodeToString(b[:])
-}
-
-// Existing reports whether dir already holds Raft state (a restart).
-func Existing(dir string) bool {
-	_, err := os.Stat(filepath.Join(dir, "raft", "raft.db"))
-	return err == nil
 }
 
 // ClusterID is this node's cluster identity, "" before it belongs to one.

@@ -25,7 +25,10 @@ func (c *Cluster) leaseLocal(node string, worker, endMS int64) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	lr := resp.(leaseResult)
+	lr, err := applyAnswer[leaseResult](resp, "lease")
+	if err != nil {
+		return 0, err
+	}
 	return lr.EndMS, lr.Err
 }
 

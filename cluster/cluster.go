@@ -154,22 +154,20 @@ func Open(cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Output: slogWriter{cfg.Logger}, Level: hclog.Warn, DisableTime: true})
-	logs, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(rdir, "raft.db")})
-	if err != nil {
-		return nil, fmt.Errorf("raft log store: %w", err)
-	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(rdir, 2, hlog)
 	if err != nil {
-		logs.Close()
 		return nil, err
 	}
 	// A directory whose Raft state is empty holds nothing to lose: a new
 	// one, a joiner that was never admitted, or a bootstrap cut short. Any
 	// other must agree with the Pebble state beside it.
-	existing, err := checkRaftState(cfg, f, id, logs, logs, snaps)
+	existing, err := checkRaftState(cfg, f, id, snaps)
 	if err != nil {
-		logs.Close()
 		return nil, err
+	}
+	logs, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(rdir, "raft.db")})
+	if err != nil {
+		return nil, fmt.Errorf("raft log store: %w", err)
 	}
 	network := cfg.Network
 	if network == nil {

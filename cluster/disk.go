@@ -12,8 +12,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	bolt "go.etcd.io/bbolt"
 
 	"idserver/persist"
 )
@@ -62,10 +65,24 @@ func checkRaftFile(cfg Config, f *fsm) error {
 		persist.ErrDamaged, path, filepath.Join(cfg.Dir, "pebble"), cfg.NodeID, member, remedyLost(cfg.NodeID))
 }
 
-// checkRaftState compares the opened Raft stores with the Pebble state and
-// reports whether the Raft state is not empty (a restart).
-func checkRaftState(cfg Config, f *fsm, clusterID string, logs raft.LogStore, stable raft.StableStore, snaps raft.SnapshotStore) (bool, error) {
+// checkRaftState compares the Raft state with the Pebble state and
+// reports whether the Raft state is not empty (a restart). It reads raft.db
+// read-only: a refused start leaves it as it was.
+func checkRaftState(cfg Config, f *fsm, clusterID string, snaps raft.SnapshotStore) (bool, error) {
 	path := filepath.Join(cfg.Dir, "raft", "raft.db")
+	var logs interface {
+		raft.LogStore
+		raft.StableStore
+	} = raft.NewInmemStore() // no file, or an empty one bbolt never wrote: no Raft state
+	if st, err := os.Stat(path); err == nil && st.Size() > 0 {
+		store, err := raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: &bolt.Options{ReadOnly: true, Timeout: time.Second}})
+		if err != nil {
+			return false, fmt.Errorf("%w: %s: %v; %s", persist.ErrDamaged, path, err, remedyLost(cfg.NodeID))
+		}
+		defer store.Close()
+		logs = store
+	}
+	stable := logs
 	pdir := filepath.Join(cfg.Dir, "pebble")
 	existing, err := raft.HasExistingState(logs, stable, snaps)
 	if err != nil {

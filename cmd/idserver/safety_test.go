@@ -418,3 +418,143 @@ func TestCopiedMemberIsRefused(t *testing.T) {
 		t.Fatalf("the original after its copy was refused: %v", err)
 	}
 }
+
+// TestRecoverRefusedWhileMembersAnswer (issue 15, attack 4): --recover on a
+// member while the other two run is refused, naming them and the remedy,
+// before anything changes: started again without the flag, the node is
+// the same member of the same three-node cluster, and every ID is unique.
+// With one of the two still running it is refused naming that one; once
+// both are killed it recovers.
+func TestRecoverRefusedWhileMembersAnswer(t *testing.T) {
+	ms := startMembers(t, 3)
+	before := clusterInfo(t, ms[1].p.client())
+	args := []string{"--port", ms[0].port, "--raft-addr", "127.0.0.1:" + ms[0].raft, "--recover"}
+	refused := func(alive ...*member) {
+		t.Helper()
+		p, err := launch(t, ms[0].dir, nil, args...)
+		log := waitExit(t, p, err)
+		want := []string{"answer as members of cluster " + before["cluster_id"], "without --recover", "stop them for good first"}
+		for _, m := range alive {
+			want = append(want, "at 127.0.0.1:"+m.raft)
+		}
+		for _, w := range want {
+			if !strings.Contains(log, w) {
+				t.Errorf("the refusal does not say %q:\n%s", w, log)
+			}
+		}
+		if strings.Contains(log, "recovered the cluster alone") {
+			t.Fatalf("it recovered:\n%s", log)
+		}
+	}
+	ms[0].p.stop()
+	refused(ms[1], ms[2])
+	ms[0].start(t)
+	for _, m := range ms {
+		info := clusterInfo(t, m.p.client())
+		if info["cluster_id"] != before["cluster_id"] || info["members"] != "3" {
+			t.Fatalf("after the refused --recover: %v, want cluster %s of 3 members", info, before["cluster_id"])
+		}
+	}
+	collectIDs(t, time.Second, ms[0].p.client(), ms[1].p.client(), ms[2].p.client())
+
+	ms[2].p.kill()
+	ms[0].p.stop()
+	refused(ms[1])
+	ms[1].p.kill()
+	p, err := launch(t, ms[0].dir, nil, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info := clusterInfo(t, p.client()); info["members"] != "1" || info["cluster_id"] == before["cluster_id"] {
+		t.Fatalf("--recover with the others killed: %v", info)
+	}
+}
+
+// TestRecoverRunsOnce: after a recovery, a restart with --recover still on
+// the command line does not recover again: with a member that joined the
+// recovered node since alive, it is refused naming that member, which stays
+// a member; the next start without the flag serves with no second skip. A
+// node alone in its cluster (recovered, or never with other members)
+// ignores the flag, loudly, and does not skip.
+func TestRecoverRunsOnce(t *testing.T) {
+	ctx := context.Background()
+	ms := startMembers(t, 3)
+	c := ms[0].p.client()
+	if err := c.Do(ctx, "INCR", "orders").Err(); err != nil {
+		t.Fatal(err)
+	}
+	ms[1].p.kill()
+	ms[2].p.kill()
+	ms[0].p.stop()
+	args := []string{"--port", ms[0].port, "--raft-addr", "127.0.0.1:" + ms[0].raft}
+	p, err := launch(t, ms[0].dir, nil, append(args, "--recover")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recovered, err := p.client().Do(ctx, "INCR", "orders").Int64()
+	if err != nil || recovered < 1_000_000_000_000 {
+		t.Fatalf("INCR after --recover: %d %v", recovered, err)
+	}
+	id := clusterInfo(t, p.client())["cluster_id"]
+	// Alone after the recovery: the flag is ignored, loudly.
+	p.stop()
+	p, err = launch(t, ms[0].dir, nil, append(args, "--recover")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(p.logText(), "--recover IGNORED") || !strings.Contains(p.logText(), "recovered cluster") {
+		t.Fatalf("no loud message for a second --recover alone:\n%s", p.logText())
+	}
+	if v, err := p.client().Do(ctx, "INCR", "orders").Int64(); err != nil || v > recovered+1_000_000 || clusterInfo(t, p.client())["cluster_id"] != id {
+		t.Fatalf("a second --recover alone: INCR %d %v (after the recovery %d), cluster %v (was %s)", v, err, recovered,
+			clusterInfo(t, p.client())["cluster_id"], id)
+	} else {
+		recovered = v
+	}
+	joiner := &member{dir: t.TempDir(), port: strconv.Itoa(freePort(t)), raft: strconv.Itoa(freePort(t)), join: p.addr}
+	joiner.start(t)
+	p.stop()
+
+	p, err = launch(t, ms[0].dir, nil, append(args, "--recover")...)
+	log := waitExit(t, p, err)
+	if !strings.Contains(log, "127.0.0.1:"+joiner.raft) || !strings.Contains(log, "without --recover") {
+		t.Fatalf("the second --recover does not name the member that joined:\n%s", log)
+	}
+	p, err = launch(t, ms[0].dir, nil, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []*proc{p, joiner.p} {
+		if info := clusterInfo(t, q.client()); info["cluster_id"] != id || info["members"] != "2" {
+			t.Fatalf("after the second --recover: %v, want cluster %s of 2 members", info, id)
+		}
+	}
+	v, err := p.client().Do(ctx, "INCR", "orders").Int64()
+	if err != nil || v <= recovered || v > recovered+1_000_000 {
+		t.Fatalf("INCR after the refused second --recover: %d %v (after the recovery: %d): skipped again", v, err, recovered)
+	}
+	collectIDs(t, time.Second, p.client(), joiner.p.client())
+
+	// A single node: nothing to recover.
+	dir := t.TempDir()
+	one := startProc(t, dir)
+	first, err := one.client().Do(ctx, "INCR", "orders").Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	oneID := clusterInfo(t, one.client())["cluster_id"]
+	one.stop()
+	for range 2 {
+		one = startProc(t, dir, "--recover")
+		if !strings.Contains(one.logText(), "--recover IGNORED") {
+			t.Fatalf("no loud message for a --recover with nothing to recover:\n%s", one.logText())
+		}
+		v, err := one.client().Do(ctx, "INCR", "orders").Int64()
+		if err != nil || v > first+1_000_000 || clusterInfo(t, one.client())["cluster_id"] != oneID {
+			t.Fatalf("--recover on a single node: INCR %d %v (before %d), cluster %v (before %s)", v, err, first,
+				clusterInfo(t, one.client())["cluster_id"], oneID)
+		}
+		first = v
+		one.stop()
+	}
+}

@@ -56,8 +56,9 @@ func (s *Server) requestTimeout() time.Duration {
 	return 10 * time.Second
 }
 
-func init() {
-	for _, d := range []*command{
+// tagCommands reserve, read and set the values of tags.
+func tagCommands() []*command {
+	return []*command{
 		{name: "nextseg", arity: 3, keys: oneKey, flags: []string{"write", "fast"}, summary: "Reserve n contiguous values of a tag: [first, last]", handler: cmdNextSeg},
 		{name: "incr", arity: 2, keys: oneKey, flags: []string{"write", "fast"}, summary: "The next value of a tag", handler: cmdIncr, run: runIncr, runArgs: 2},
 		{name: "incrby", arity: 3, keys: oneKey, flags: []string{"write", "fast"}, summary: "Reserve n values of a tag, return the last", handler: cmdIncrBy},
@@ -72,10 +73,7 @@ func init() {
 		{name: "decrby", arity: 3, keys: oneKey, flags: []string{"write"}, summary: "Refused: values never go back", handler: cmdNeverBack},
 		{name: "del", arity: -2, keys: allKeys, flags: []string{"write"}, summary: "Refused: values never go back", handler: cmdNeverBack},
 		{name: "cluster", arity: -2, subs: map[string]int{"help": 2, "info": 2, "leader": 2, "join": 5, "forget": 3}, flags: []string{"admin"}, summary: "INFO, LEADER, JOIN, FORGET", handler: cmdCluster},
-	} {
-		commandTable[d.name] = d
 	}
-	indexCommands()
 }
 
 // clusterError puts a segment or cluster error on the wire.

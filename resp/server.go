@@ -95,6 +95,7 @@ func New(cfg Config, ids IDSource) *Server {
 	if cfg.MaxClients == 0 {
 		cfg.MaxClients = 10000
 	}
+	loadCommandTable()
 	return &Server{cfg: cfg, ids: ids, uuids: engine.NewUUIDv7(cfg.Now, rand.Reader), started: time.Now(), clients: map[*client]struct{}{},
 		cmdStats: make([]commandStats, len(commandTable)), errorsByCode: make([]atomic.Int64, len(ErrorCodes))}
 }
@@ -241,8 +242,8 @@ func equalFoldASCII(b []byte, lower string) bool {
 	return true
 }
 
-// commandIndex is commandTable by nameSlot, built once, after every file's
-// table rows are in.
+// commandIndex is commandTable by nameSlot, built once, on the first
+// lookup (after NewServer has loaded the table).
 var commandIndex = sync.OnceValue(func() (index [64][]*command) {
 	for _, name := range sortedCommandNames() {
 		slot := nameSlot([]byte(name))

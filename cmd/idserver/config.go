@@ -60,7 +60,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.StringVar(&c.Join, "join", "", "RESP address (host:port) of a cluster member to join")
 	fs.StringVar(&c.Advertise, "advertise", "", "RESP address (host:port) clients and members reach this node at (default: the bound address)")
 	fs.StringVar(&c.RaftAdv, "raft-advertise", "", "Raft address (host:port) members reach this node at (default: the bound Raft address)")
-	fs.BoolVar(&c.Recover, "recover", false, "restart the cluster from this surviving member alone, after a majority is lost for good (see README)")
+	fs.BoolVar(&c.Recover, "recover", false, "restart the cluster from this surviving member alone, after a majority is lost for good (see docs/operations.md)")
 	fs.Int64Var(&c.RecoverSkip, "recover-skip", 1_000_000_000_000, "with --recover: how far every tag skips ahead, past what lost members may have allocated")
 	fs.DurationVar(&c.WorkerLease, "worker-lease", 10*time.Second, "how long the worker ID lease runs ahead; a node cut off from the quorum stops issuing IDs when it ends")
 	fs.Int64Var(&c.SegmentStep, "segment-step", 1000, "smallest segment a node fetches for a tag")

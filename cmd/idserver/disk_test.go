@@ -38,7 +38,7 @@ func crashedNode(t *testing.T) string {
 			t.Fatal(err)
 		}
 	}
-	p.kill()
+	p.Kill()
 	return dir
 }
 
@@ -174,7 +174,7 @@ func neverAdmitted(t *testing.T, join string) string {
 // delete raft/ and bootstrap a new cluster is refused, and raft/ is kept.
 func TestRaftLogWithoutClusterIdentityIsRefused(t *testing.T) {
 	a := startProc(t, t.TempDir())
-	dir := neverAdmitted(t, a.addr)
+	dir := neverAdmitted(t, a.Addr)
 	a.stop()
 	member := crashedNode(t)
 	os.RemoveAll(filepath.Join(dir, "raft"))
@@ -192,9 +192,9 @@ func TestRaftLogWithoutClusterIdentityIsRefused(t *testing.T) {
 // refused: started again with --join to a cluster of its layout, it joins.
 func TestNeverAdmittedJoinerJoinsLater(t *testing.T) {
 	a := startProc(t, t.TempDir())
-	dir := neverAdmitted(t, a.addr)
+	dir := neverAdmitted(t, a.Addr)
 	b := startProc(t, t.TempDir(), "--worker-bits", "9", "--seq-bits", "13")
-	j := startProc(t, dir, "--join", b.addr, "--worker-bits", "9", "--seq-bits", "13")
+	j := startProc(t, dir, "--join", b.Addr, "--worker-bits", "9", "--seq-bits", "13")
 	want := clusterInfo(t, b.client())["cluster_id"]
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		info := clusterInfo(t, j.client())

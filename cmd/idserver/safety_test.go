@@ -460,10 +460,10 @@ func TestRecoverRefusedWhileMembersAnswer(t *testing.T) {
 	}
 	collectIDs(t, time.Second, ms[0].p.client(), ms[1].p.client(), ms[2].p.client())
 
-	ms[2].p.kill()
+	ms[2].p.Kill()
 	ms[0].p.stop()
 	refused(ms[1])
-	ms[1].p.kill()
+	ms[1].p.Kill()
 	p, err := launch(t, ms[0].dir, nil, args...)
 	if err != nil {
 		t.Fatal(err)
@@ -486,8 +486,8 @@ func TestRecoverRunsOnce(t *testing.T) {
 	if err := c.Do(ctx, "INCR", "orders").Err(); err != nil {
 		t.Fatal(err)
 	}
-	ms[1].p.kill()
-	ms[2].p.kill()
+	ms[1].p.Kill()
+	ms[2].p.Kill()
 	ms[0].p.stop()
 	args := []string{"--port", ms[0].port, "--raft-addr", "127.0.0.1:" + ms[0].raft}
 	p, err := launch(t, ms[0].dir, nil, append(args, "--recover")...)
@@ -505,8 +505,8 @@ func TestRecoverRunsOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(p.logText(), "--recover IGNORED") || !strings.Contains(p.logText(), "recovered cluster") {
-		t.Fatalf("no loud message for a second --recover alone:\n%s", p.logText())
+	if !strings.Contains(p.Log(), "--recover IGNORED") || !strings.Contains(p.Log(), "recovered cluster") {
+		t.Fatalf("no loud message for a second --recover alone:\n%s", p.Log())
 	}
 	if v, err := p.client().Do(ctx, "INCR", "orders").Int64(); err != nil || v > recovered+1_000_000 || clusterInfo(t, p.client())["cluster_id"] != id {
 		t.Fatalf("a second --recover alone: INCR %d %v (after the recovery %d), cluster %v (was %s)", v, err, recovered,
@@ -514,7 +514,7 @@ func TestRecoverRunsOnce(t *testing.T) {
 	} else {
 		recovered = v
 	}
-	joiner := &member{dir: t.TempDir(), port: strconv.Itoa(freePort(t)), raft: strconv.Itoa(freePort(t)), join: p.addr}
+	joiner := &member{dir: t.TempDir(), port: strconv.Itoa(testproc.FreePort(t)), raft: strconv.Itoa(testproc.FreePort(t)), join: p.Addr}
 	joiner.start(t)
 	p.stop()
 
@@ -549,8 +549,8 @@ func TestRecoverRunsOnce(t *testing.T) {
 	one.stop()
 	for range 2 {
 		one = startProc(t, dir, "--recover")
-		if !strings.Contains(one.logText(), "--recover IGNORED") {
-			t.Fatalf("no loud message for a --recover with nothing to recover:\n%s", one.logText())
+		if !strings.Contains(one.Log(), "--recover IGNORED") {
+			t.Fatalf("no loud message for a --recover with nothing to recover:\n%s", one.Log())
 		}
 		v, err := one.client().Do(ctx, "INCR", "orders").Int64()
 		if err != nil || v > first+1_000_000 || clusterInfo(t, one.client())["cluster_id"] != oneID {

@@ -20,25 +20,24 @@ import (
 // mayRecover decides whether this start recovers the cluster alone. It
 // refuses while another member of this node's cluster answers on its Raft
 // address (the cluster is not lost: recovering would give that member's
-// worker ID to the next joiner while it still issues), and it answers
-// false, loudly, when this node is already the only member: nothing to
-// recover, as on a second start with --recover still on the command line.
+// worker ID to the next joiner while it still issues). It runs once: a node
+// alone in the cluster it recovered (its store records the recovery) has
+// nothing to recover, and the flag is ignored, loudly, with no second skip.
+// A node alone that never recovered recovers: the skip is what makes a
+// directory restored from a backup safe.
 func (c *Cluster) mayRecover(existing bool, logs raft.LogStore, snaps raft.SnapshotStore) (bool, error) {
 	if !existing {
 		return false, errors.New("--recover needs the data directory of a surviving member")
 	}
 	others := c.otherMembers(logs, snaps)
-	if len(others) == 0 {
-		last, done, err := c.cfg.Store.LastRecovery()
-		if err != nil {
-			return false, err
-		}
-		why := "it never had other members"
-		if done {
-			why = fmt.Sprintf("it recovered cluster %s into cluster %s at ID time %d ms", last.From, last.To, last.AtMS)
-		}
-		c.log.Error("--recover IGNORED: nothing to recover, this node is already the only member of its cluster; remove --recover from the command line",
-			"node", c.cfg.NodeID, "cluster_id", c.ClusterID(), "why", why)
+	last, done, err := c.cfg.Store.LastRecovery()
+	if err != nil {
+		return false, err
+	}
+	if len(others) == 0 && done && last.To == c.ClusterID() {
+		c.log.Error("--recover IGNORED: nothing to recover, this node already recovered its cluster and is its only member; "+
+			"remove --recover from the command line", "node", c.cfg.NodeID, "cluster_id", c.ClusterID(),
+			"recovered_from", last.From, "recovered_at_ms", last.AtMS)
 		return false, nil
 	}
 	if alive := c.probeMembers(others); len(alive) > 0 {

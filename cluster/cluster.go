@@ -212,6 +212,7 @@ func Open(cfg Config) (*Cluster, error) {
 		}
 		c.trans.Close()
 		logs.Close()
+		c.closeIdle() // streams --recover's probes left
 		return nil, err
 	}
 	if !existing && !cfg.Join {
@@ -295,6 +296,12 @@ func (c *Cluster) Close() error {
 	c.trans.Close()
 	c.mux.Close()
 	c.logs.Close()
+	c.closeIdle()
+	return err
+}
+
+// closeIdle closes the pooled node-to-node streams, for good.
+func (c *Cluster) closeIdle() {
 	c.poolMu.Lock()
 	for _, idle := range c.pool {
 		for _, conn := range idle {
@@ -303,7 +310,6 @@ func (c *Cluster) Close() error {
 	}
 	c.pool = nil
 	c.poolMu.Unlock()
-	return err
 }
 
 func (c *Cluster) logRefused(from, theirs string) {

@@ -60,6 +60,11 @@ type Config struct {
 	HeartbeatTimeout, ElectionTimeout time.Duration
 	// SnapshotThreshold is Raft's (tests set it low); zero means Raft's default.
 	SnapshotThreshold uint64
+
+	// ClientOutputLimit and ClientOutputTimeout bound a client's unread
+	// replies (resp.Config); zero means resp's defaults.
+	ClientOutputLimit   int
+	ClientOutputTimeout time.Duration
 }
 
 // Node is a running node.
@@ -210,7 +215,7 @@ func Open(cfg Config) (_ *Node, err error) {
 		Password: cfg.RequirePass, Limits: cfg.Limits, Version: cfg.Version, NodeID: n.ID,
 		Port: n.ln.Addr().(*net.TCPAddr).Port, Bind: cfg.Bind, Logger: cfg.Logger, MaxClients: cfg.MaxClients,
 		Segments: n.Segments, Cluster: n.Cluster, RequestTimeout: n.Cluster.Timing().Request, Ready: ready.Load,
-		Debug: cfg.Debug,
+		Debug: cfg.Debug, ClientOutputLimit: cfg.ClientOutputLimit, ClientOutputTimeout: cfg.ClientOutputTimeout,
 	}, n.ids)
 	var serving net.Listener = n.ln
 	if cfg.TLSServer != nil {

@@ -61,7 +61,9 @@ type Config struct {
 	// of its members is lost for good (hashicorp/raft's RecoverCluster):
 	// the others are forgotten, every tag skips RecoverSkip values and
 	// their worker leases run 10 * WorkerLease longer, beyond what they
-	// could have issued in entries this node never saw.
+	// could have issued in entries this node never saw. It is refused
+	// while another member answers on its Raft address, and ignored when
+	// this node is alone in the cluster it recovered (recover.go).
 	Recover     bool
 	RecoverSkip int64
 	// Now is the wall clock (time.Now when nil): lease ends are ID times.

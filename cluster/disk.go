@@ -23,7 +23,7 @@ import (
 
 // remedyLost is what an operator does with a node whose state is not whole.
 func remedyLost(node string) string {
-	return fmt.Sprintf("restore the whole --dir (pebble/ and raft/ together) from one copy, or, while the cluster keeps a quorum, "+
+	return fmt.Sprintf("restore the node from a backup (idserver restore BACKUP --dir NEWDIR), or, while the cluster keeps a quorum, "+
 		"CLUSTER FORGET %s on a live member and start this node on an empty --dir with --join (nothing was changed or deleted)", node)
 }
 

@@ -38,8 +38,8 @@ const (
 // whose MANIFEST names a write-ahead log that is not there.
 func checkPebbleFiles(dir string) error {
 	pdir := filepath.Join(dir, "pebble")
-	remedy := "restore the whole --dir from one copy (both pebble/ and raft/), or, if the node's cluster still has a quorum, " +
-		"CLUSTER FORGET this node on a live member and start it on an empty --dir with --join"
+	remedy := "restore the node from a backup (idserver restore BACKUP --dir NEWDIR), or, while its cluster keeps a quorum, " +
+		"CLUSTER FORGET this node on a live member and start it on an empty --dir with --join (nothing was changed or deleted)"
 	desc, err := pebble.Peek(pdir, vfs.Default)
 	if errors.Is(err, os.ErrNotExist) || err == nil && !desc.Exists {
 		if _, err := os.Stat(filepath.Join(dir, "raft")); err == nil {

@@ -106,7 +106,7 @@ func unchanged(t *testing.T, dir string, before map[string][32]byte) {
 	}
 }
 
-const remedy = "restore the whole --dir"
+const remedy = "idserver restore BACKUP --dir NEWDIR"
 
 // TestLostPebbleWALIsRefused (issue 15, attack 2 as reported): after a kill
 // -9, pebble/*.log removed. Pebble itself would open with its last flushed

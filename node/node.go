@@ -107,6 +107,13 @@ func (s *idSource) GeneIDs(dst []int64, gene uint32, n int) ([]int64, error) {
 	return dst, &engine.LeaseError{Reason: "the node is still starting"}
 }
 
+func (s *idSource) UUIDv7s(dst [][16]byte, n int) ([][16]byte, error) {
+	if g := s.gen.Load(); g != nil {
+		return g.UUIDv7s(dst, n)
+	}
+	return dst, &engine.LeaseError{Reason: "the node is still starting"}
+}
+
 func (s *idSource) Layout() engine.Layout { return s.layout }
 
 func (s *idSource) Status() engine.Status {

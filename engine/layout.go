@@ -78,7 +78,28 @@ func AutoLayout(idBits int, unit time.Duration) (Layout, error) {
 	return l, l.Validate()
 }
 
-// idBits and unit read the zero values as the defaults.
+// autoRest is how many bits AutoUnit wants beside the time bits: 32
+// workers of 1024 IDs per unit.
+const autoRest = 15
+
+// AutoUnit is the unit picked for idBits bits when --time-unit is not
+// given: the millisecond for 63 bits, else the finest unit whose AutoLayout
+// leaves 15 bits beside the time bits (53 bits: 10 ms), else the second.
+func AutoUnit(idBits int) time.Duration {
+	if idBits == DefaultIDBits {
+		return time.Millisecond
+	}
+	for _, u := range Units {
+		if l, err := AutoLayout(idBits, u); err == nil && idBits-l.TimeBits >= autoRest {
+			return u
+		}
+	}
+	return Units[len(Units)-1]
+}
+
+// Bits is IDBits, with 0 read as DefaultIDBits: every ID is below 2^Bits.
+func (l Layout) Bits() int { return l.idBits() }
+
 func (l Layout) idBits() int {
 	if l.IDBits == 0 {
 		return DefaultIDBits

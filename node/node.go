@@ -246,10 +246,14 @@ func Open(cfg Config) (_ *Node, err error) {
 
 	ctx, stop := context.WithCancel(context.Background())
 	n.stop = stop
-	n.background.Add(2)
+	n.background.Add(3)
 	go func() {
 		defer n.background.Done()
 		n.Gen.Run(ctx, func(err error) { n.log.Error("high-water step failed", "err", err) })
+	}()
+	go func() {
+		defer n.background.Done()
+		n.warnLayoutEnd(ctx)
 	}()
 	go func() {
 		defer n.background.Done()
@@ -462,6 +466,28 @@ func (n *Node) renewLease(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-time.After(max(wait, 10*time.Millisecond)):
+		}
+	}
+}
+
+// layoutWarnEvery is how often a node whose layout has fewer than
+// engine.WarnTimeLeft left says so in its log.
+const layoutWarnEvery = 24 * time.Hour
+
+// warnLayoutEnd logs a warning at start and once a day while the layout's
+// time bits have fewer than engine.WarnTimeLeft left (a start with less
+// than engine.MinTimeLeft is refused).
+func (n *Node) warnLayoutEnd(ctx context.Context) {
+	l := n.cfg.Layout
+	for {
+		if left := l.TimeLeft(n.cfg.Now()); left < engine.WarnTimeLeft {
+			n.log.Warn("the ID layout's time bits run out in fewer than two years: plan a new layout (a new cluster with a later --epoch, or more --time-bits or a coarser --time-unit)",
+				"time_bits_end", l.End().Format(time.RFC3339), "days_left", int64(left.Hours()/24), "layout", l.String())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(layoutWarnEvery):
 		}
 	}
 }

@@ -37,6 +37,7 @@ type Config struct {
 	// flag (or its variable) was given; when none was, the widths follow
 	// --id-bits and --time-unit (engine.AutoLayout).
 	widthsGiven bool
+	unitGiven   bool // --time-unit was given; else engine.AutoUnit picks it
 	Window      time.Duration
 	MaxBorrow   time.Duration
 	RequirePass string
@@ -72,7 +73,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.Int64Var(&c.SegmentStep, "segment-step", 1000, "smallest segment a node fetches for a tag")
 	fs.StringVar(&c.Epoch, "epoch", def.Epoch.Format(time.RFC3339), "start of ID time, RFC 3339")
 	fs.IntVar(&c.Layout.IDBits, "id-bits", def.IDBits, "bits an ID uses, 40..63 (53: JavaScript reads the IDs exactly); without widths, they are picked to fit")
-	fs.StringVar(&c.TimeUnit, "time-unit", "1ms", "what the time bits count: 1ms, 10ms or 1s")
+	fs.StringVar(&c.TimeUnit, "time-unit", "1ms", "what the time bits count: 1ms, 10ms or 1s (default 1ms for 63 --id-bits, else picked to fit: 10ms for 53)")
 	fs.IntVar(&c.Layout.TimeBits, "time-bits", def.TimeBits, "bits of time units since the epoch")
 	fs.IntVar(&c.Layout.WorkerBits, "worker-bits", def.WorkerBits, "bits of worker ID")
 	fs.IntVar(&c.Layout.SeqBits, "seq-bits", def.SeqBits, "bits of per-time-unit field (sequence and gene)")
@@ -110,6 +111,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 		switch f.Name {
 		case "time-bits", "worker-bits", "seq-bits", "gene-bits":
 			c.widthsGiven = true
+		case "time-unit":
+			c.unitGiven = true
 		}
 	})
 	return c, envErr
@@ -183,7 +186,8 @@ func (c *Config) Validate() error {
 
 // pickLayout reads --id-bits and --time-unit and, when no width was given
 // and they are not the default 63 bits of milliseconds, picks the widths
-// (engine.AutoLayout).
+// (engine.AutoLayout), and the unit too when it was not given
+// (engine.AutoUnit: 10ms for 53 bits).
 func (c *Config) pickLayout() error {
 	if c.Layout.IDBits < engine.MinIDBits || c.Layout.IDBits > engine.MaxIDBits {
 		return fmt.Errorf("--id-bits %d must be between %d and %d", c.Layout.IDBits, engine.MinIDBits, engine.MaxIDBits)
@@ -191,6 +195,9 @@ func (c *Config) pickLayout() error {
 	unit, err := time.ParseDuration(c.TimeUnit)
 	if err != nil || !slices.Contains(engine.Units, unit) {
 		return fmt.Errorf("--time-unit %q: 1ms, 10ms or 1s", c.TimeUnit)
+	}
+	if !c.unitGiven && !c.widthsGiven {
+		unit = engine.AutoUnit(c.Layout.IDBits)
 	}
 	c.Layout.Unit = unit
 	if c.widthsGiven {

@@ -239,7 +239,7 @@ func TestMatrixNodeClientsRead53BitIDsExactly(t *testing.T) {
 		t.Skip("set IDSERVER_NODE_MODULES to a node_modules folder holding ioredis and redis (npm install ioredis redis), with node on PATH; .ci/run does")
 	}
 	p := startProc(t, t.TempDir(), "--id-bits", "53")
-	cmd := exec.Command(node, filepath.Join(repoRoot(t), "clients", "node_matrix.js"), "127.0.0.1", p.port)
+	cmd := exec.Command(node, filepath.Join(repoRoot(t), "clients", "node_matrix.js"), "127.0.0.1", p.Port)
 	cmd.Env = append(os.Environ(), "NODE_PATH="+modules, "IDSERVER_ID_BITS=53", "IDSERVER_GENE_BITS=6")
 	out, err := cmd.CombinedOutput()
 	for _, want := range []string{"PASS ioredis exact", "PASS node-redis RESP2 exact", "PASS node-redis RESP3 exact"} {

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"idserver/engine"
+	"idserver/internal/testproc"
 )
 
 // infoFields reads INFO section as key:value pairs.
@@ -121,7 +122,7 @@ func TestFiftyThreeBitsInTensOfMilliseconds(t *testing.T) {
 	p = startProc(t, dir, flags...)
 	rdb = p.client()
 	issue("after SIGTERM")
-	p.kill()
+	p.Kill()
 	p = startProc(t, dir, "--id-bits", "53") // 10ms is what 53 bits pick
 	rdb = p.client()
 	issue("after kill -9")
@@ -183,11 +184,18 @@ func TestLayoutLifetimeVisible(t *testing.T) {
 		return time.Now().Add(d - span).UTC().Truncate(time.Second).Format(time.RFC3339)
 	}
 	widths := []string{"--id-bits", "53", "--time-unit", "1s", "--time-bits", "26", "--worker-bits", "7", "--seq-bits", "20", "--gene-bits", "8"}
-	maddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	maddr := "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t))
 	p := startProc(t, t.TempDir(), append(widths, "--epoch", leave(548*24*time.Hour), "--metrics-addr", maddr)...)
-	if log := p.logText(); !strings.Contains(log, "level=WARN") || !strings.Contains(log, "run out in fewer than two years") ||
-		!strings.Contains(log, "days_left=54") {
-		t.Fatalf("no warning of the layout's end in the log:\n%s", log)
+	warned := func() bool {
+		log := p.Log()
+		return strings.Contains(log, "level=WARN") && strings.Contains(log, "run out in fewer than two years") &&
+			strings.Contains(log, "days_left=54")
+	}
+	for deadline := time.Now().Add(5 * time.Second); !warned() && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !warned() {
+		t.Fatalf("no warning of the layout's end in the log:\n%s", p.Log())
 	}
 	info := infoFields(t, p.client(), "snowflake")
 	if years, _ := strconv.ParseFloat(info["time_bits_years_left"], 64); years < 1.45 || years > 1.55 {
@@ -257,7 +265,7 @@ func TestUUIDv7IncreasesAcrossKillNine(t *testing.T) {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		p.kill()
+		p.Kill()
 		wg.Wait()
 		top := last
 		for w, conn := range uuids {

@@ -437,13 +437,18 @@ func (n *Node) checkInLoop(ctx context.Context) {
 func (n *Node) renewLease(ctx context.Context) {
 	lease := n.cfg.WorkerLease
 	epoch := n.cfg.Layout.Epoch.UnixMilli()
+	unit := n.cfg.Layout.UnitMS()
 	for {
 		st := n.Gen.Status()
 		wall := n.cfg.Now().UnixMilli() - epoch
+		// The last ID's time unit ends a unit after its start (LastTimeMS):
+		// the lease must cover that end, and the lease runs on from there,
+		// so that a coarse unit (1s) keeps the margin a millisecond has.
+		from := max(wall, st.LastTimeMS+unit)
 		wait := lease / 4
-		if st.LeaseEndMS-max(wall, st.LastTimeMS) < lease.Milliseconds()*3/4 {
+		if st.LeaseEndMS-from < lease.Milliseconds()*3/4 {
 			rctx, cancel := context.WithTimeout(ctx, min(n.Cluster.Timing().Call, lease/2))
-			end, err := n.Cluster.RenewLease(rctx, n.Worker, max(wall, st.LastTimeMS)+lease.Milliseconds())
+			end, err := n.Cluster.RenewLease(rctx, n.Worker, from+lease.Milliseconds())
 			cancel()
 			switch {
 			case err == nil:
@@ -460,7 +465,7 @@ func (n *Node) renewLease(ctx context.Context) {
 				wait = min(lease/8, 500*time.Millisecond)
 			}
 		} else {
-			wait = min(wait, time.Duration(st.LeaseEndMS-max(wall, st.LastTimeMS)-lease.Milliseconds()*3/4+1)*time.Millisecond)
+			wait = min(wait, time.Duration(st.LeaseEndMS-from-lease.Milliseconds()*3/4+1)*time.Millisecond)
 		}
 		select {
 		case <-ctx.Done():

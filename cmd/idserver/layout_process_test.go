@@ -293,3 +293,24 @@ func TestUUIDv7IncreasesAcrossKillNine(t *testing.T) {
 	t.Logf("%d SIGKILL cycles (%d with the clock 3 s ahead before the kill), %d UUIDs, each above every UUID before it",
 		cycles, cycles/3, total)
 }
+
+// TestClusterInSecondsJoinsAndRenews: a two-node cluster of 53-bit IDs in
+// units of a second, with a 4 s worker lease: the joiner's layout check
+// passes, both nodes issue unique IDs for twice the lease (the renewals
+// work in whole seconds, no TRYAGAIN), and a joiner in units of 10 ms is
+// refused, naming both units.
+func TestClusterInSecondsJoinsAndRenews(t *testing.T) {
+	flags := []string{"--id-bits", "53", "--time-unit", "1s", "--worker-lease", "4s"}
+	a := startProc(t, t.TempDir(), flags...)
+	b := startProc(t, t.TempDir(), append(flags, "--join", a.Addr)...)
+	if wa, wb := clusterInfo(t, a.client())["worker_id"], clusterInfo(t, b.client())["worker_id"]; wa == wb {
+		t.Fatalf("both nodes hold worker %s", wa)
+	}
+	n := collectIDs(t, 8*time.Second, a.client(), b.client())
+	p, err := launch(t, t.TempDir(), nil, "--id-bits", "53", "--join", a.Addr)
+	log := waitExit(t, p, err)
+	if !strings.Contains(log, "time-unit=1s") || !strings.Contains(log, "time-unit=10ms") {
+		t.Fatalf("the refusal does not name both layouts:\n%s", log)
+	}
+	t.Logf("2 nodes of 53-bit IDs in seconds, 4 s lease: %d IDs in 8 s, no repeat, no TRYAGAIN; a 10 ms joiner refused", n)
+}

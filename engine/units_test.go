@@ -37,7 +37,7 @@ func randomLayout(r *rand.Rand) Layout {
 
 // TestRandomWalkOverLayoutsAndUnits: for random layouts (widths, 40..63
 // bits, each unit), a random walk of clock steps forward and back, lease
-// renewals, NEXTID, NEXTIDRUNS, GENEID, UUIDV7 and restarts (clean or
+// renewals, NEXTID, NEXTIDRUNS, GENEID, GENEIDRUNS, UUIDV7 and restarts (clean or
 // crashed) issues no duplicate and no ID at or above 2^id-bits; every ID
 // decodes into parts that rebuild it, in a whole time unit; NEXTIDs keep
 // increasing across the whole walk, restarts included, and so do each
@@ -146,6 +146,11 @@ func walkLayout(t *testing.T, r *rand.Rand, l Layout) int {
 			check(expand(t, runs), err, -1)
 		case 5, 6:
 			gene := arg & (1<<l.GeneBits - 1)
+			if arg%2 == 0 {
+				runs, err := g.GeneIDRuns(nil, uint32(gene), int(1+arg*arg))
+				check(expandStep(t, runs, g.GeneStep()), err, gene)
+				break
+			}
 			ids, err := g.GeneIDs(nil, uint32(gene), int(1+arg/2))
 			check(ids, err, gene)
 		case 7:

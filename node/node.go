@@ -107,6 +107,23 @@ func (s *idSource) GeneIDs(dst []int64, gene uint32, n int) ([]int64, error) {
 	return dst, &engine.LeaseError{Reason: "the node is still starting"}
 }
 
+// NextIDRuns and GeneIDRuns let the RESP server answer NEXTIDRUNS and
+// GENEIDRUNS from the generator's runs, a step per run, rather than cut an
+// ID list into runs.
+func (s *idSource) NextIDRuns(dst []engine.IDRun, n int) ([]engine.IDRun, error) {
+	if g := s.gen.Load(); g != nil {
+		return g.NextIDRuns(dst, n)
+	}
+	return dst, &engine.LeaseError{Reason: "the node is still starting"}
+}
+
+func (s *idSource) GeneIDRuns(dst []engine.IDRun, gene uint32, n int) ([]engine.IDRun, error) {
+	if g := s.gen.Load(); g != nil {
+		return g.GeneIDRuns(dst, gene, n)
+	}
+	return dst, &engine.LeaseError{Reason: "the node is still starting"}
+}
+
 func (s *idSource) UUIDv7s(dst [][16]byte, n int) ([][16]byte, error) {
 	if g := s.gen.Load(); g != nil {
 		return g.UUIDv7s(dst, n)

@@ -142,7 +142,7 @@ func (s *Server) infoStats() []string {
 	return []string{
 		kv("total_connections_received", s.stats.connections.Load()),
 		kv("total_commands_processed", s.stats.commands.Load()),
-		kv("ids_issued", s.issued("nextid", "nextidruns", "geneid")),
+		kv("ids_issued", s.issued("nextid", "nextidruns", "geneid", "geneidruns")),
 		kv("segment_values_issued", s.issued("incr", "incrby", "nextseg")),
 		kv("total_error_replies", s.stats.errorReplies.Load()),
 		kv("tryagain_errors", errs["TRYAGAIN"]),

@@ -116,7 +116,7 @@ func (m *metricsServer) Collect(ch chan<- prometheus.Metric) {
 	for _, cs := range src.resp.CommandStats() {
 		counter(descCommands, float64(cs.Calls), cs.Name)
 		switch cs.Name {
-		case "nextid", "nextidruns", "geneid":
+		case "nextid", "nextidruns", "geneid", "geneidruns":
 			counter(descIDs, float64(cs.Issued), cs.Name)
 		case "incr", "incrby", "nextseg":
 			counter(descValues, float64(cs.Issued), cs.Name)

@@ -135,11 +135,14 @@ type Client struct {
 
 	fetching sync.WaitGroup // requests in flight, waited for (briefly) by Close
 
-	mu       sync.Mutex
-	genes    map[uint32]*Sequence
-	counters map[string]*Sequence
-	layout   *engine.Layout // gene bits, learnt from INFO snowflake
-	closed   bool
+	mu    sync.Mutex
+	genes map[uint32]*Sequence
+	// geneTable finds a gene's Sequence without c.mu once the layout is
+	// known (gene bits <= maxGeneTableBits); genes stays the owner.
+	geneTable atomic.Pointer[geneTable]
+	counters  map[string]*Sequence
+	layout    *engine.Layout // gene bits, learnt from INFO snowflake
+	closed    bool
 
 	uuidMu  sync.Mutex
 	uuidBuf []string
@@ -221,7 +224,22 @@ func (c *Client) Gene(ctx context.Context, buyer string) (int64, error) {
 	return s.Next(ctx)
 }
 
+// geneTable is a gene-indexed table of the gene Sequences made so far.
+type geneTable struct {
+	layout *engine.Layout
+	seqs   []atomic.Pointer[Sequence]
+}
+
+// maxGeneTableBits bounds the table: 2^12 pointers; more gene bits use
+// the map under c.mu.
+const maxGeneTableBits = 12
+
 func (c *Client) geneSequence(ctx context.Context, buyer string) (*Sequence, error) {
+	if t := c.geneTable.Load(); t != nil {
+		if s := t.seqs[t.layout.GeneOfString(buyer)].Load(); s != nil {
+			return s, nil
+		}
+	}
 	c.mu.Lock()
 	layout := c.layout
 	c.mu.Unlock()
@@ -232,13 +250,18 @@ func (c *Client) geneSequence(ctx context.Context, buyer string) (*Sequence, err
 		}
 		layout = l
 	}
-	gene := layout.Gene([]byte(buyer))
+	gene := layout.GeneOfString(buyer)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return nil, ErrClosed
 	}
 	c.layout = layout
+	t := c.geneTable.Load()
+	if t == nil && layout.GeneBits <= maxGeneTableBits {
+		t = &geneTable{layout: layout, seqs: make([]atomic.Pointer[Sequence], 1<<layout.GeneBits)}
+		c.geneTable.Store(t)
+	}
 	s := c.genes[gene]
 	if s == nil {
 		// The decimal gene number is a buyer whose gene is itself.
@@ -248,6 +271,9 @@ func (c *Client) geneSequence(ctx context.Context, buyer string) (*Sequence, err
 		}
 		s = newSequence(c, c.fetchGeneIDs(strconv.FormatUint(uint64(gene), 10), int64(1)<<layout.GeneBits), buf, c.opt.MaxAge, geneBatchMax(layout))
 		c.genes[gene] = s
+	}
+	if t != nil {
+		t.seqs[gene].Store(s)
 	}
 	return s, nil
 }

@@ -220,6 +220,32 @@ func (l Layout) Gene(buyer []byte) uint32 {
 	return uint32(uint64(crc32.ChecksumIEEE(buyer)) & mask)
 }
 
+// GeneOfString is Gene of a string buyer, without copying it when it is a
+// canonical decimal (the common case: a user or order number).
+func (l Layout) GeneOfString(buyer string) uint32 {
+	mask := uint64(1)<<l.GeneBits - 1
+	if n, ok := canonicalUintString(buyer); ok {
+		return uint32(n & mask)
+	}
+	return uint32(uint64(crc32.ChecksumIEEE([]byte(buyer))) & mask)
+}
+
+// canonicalUintString is canonicalUint of a string.
+func canonicalUintString(b string) (uint64, bool) {
+	if len(b) == 0 || len(b) > 19 || (b[0] == '0' && len(b) > 1) {
+		return 0, false
+	}
+	var n uint64
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	return n, n <= 1<<63-1
+}
+
 // canonicalUint parses a decimal with no sign and no leading zeros ("0"
 // allowed) that fits in int64.
 func canonicalUint(b []byte) (uint64, bool) {

@@ -201,7 +201,7 @@ func Open(cfg Config) (*Cluster, error) {
 		logs.Close()
 		return nil, fmt.Errorf("raft address %q cannot be reached by other members: set --raft-advertise", advertise)
 	}
-	c.mux = &mux{net: network, addr: addr, secret: []byte(cfg.Secret), log: c.log, clusterID: c.ClusterID, serveRPC: c.serveRPC, refused: c.logRefused,
+	c.mux = &mux{net: network, addr: addr, nodeID: cfg.NodeID, nodeAt: c.memberAt, secret: []byte(cfg.Secret), log: c.log, clusterID: c.ClusterID, serveRPC: c.serveRPC, refused: c.logRefused,
 		raftConns: make(chan net.Conn), closed: make(chan struct{}), conns: map[net.Conn]struct{}{}}
 	c.trans = raft.NewNetworkTransportWithLogger(raftStream{c.mux}, 3, 10*time.Second, hlog)
 	c.logs = logs

@@ -343,3 +343,14 @@ func (c *Cluster) PeerAddrs() []string {
 	}
 	return out
 }
+
+// memberAt is the member whose Raft address is addr, as this node's state
+// machine has it ("" for none: a joiner not yet a member). It takes no lock.
+func (c *Cluster) memberAt(addr string) string {
+	for id, m := range *c.fsm.members.Load() {
+		if m.RaftAddr == addr {
+			return id
+		}
+	}
+	return ""
+}

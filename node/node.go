@@ -5,6 +5,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -60,6 +61,9 @@ type Config struct {
 	HeartbeatTimeout, ElectionTimeout time.Duration
 	// SnapshotThreshold is Raft's (tests set it low); zero means Raft's default.
 	SnapshotThreshold uint64
+	// PublicKey is --public-key: nil lets the cluster make one at bootstrap;
+	// set, it must be the cluster's.
+	PublicKey []byte
 }
 
 // Node is a running node.
@@ -180,7 +184,7 @@ func Open(cfg Config) (_ *Node, err error) {
 		Secret: cfg.RequirePass, Layout: cfg.Layout, Store: n.Store, Logger: cfg.Logger, Join: cfg.Join != "",
 		Now: cfg.Now, WorkerLease: cfg.WorkerLease, Recover: cfg.Recover, RecoverSkip: cfg.RecoverSkip, Network: cfg.Network, TLSServer: cfg.TLSServer, TLSClient: cfg.TLSClient,
 		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, SnapshotThreshold: cfg.SnapshotThreshold,
-		OnConflict: n.conflict,
+		OnConflict: n.conflict, PublicKey: cfg.PublicKey,
 		OnForgotten: func() {
 			why := "this node was forgotten by its cluster (CLUSTER FORGET); start it on an empty --dir to join again"
 			n.log.Error("forgotten by the cluster: no more values; IDs stop when the worker lease ends", "reason", why)
@@ -236,6 +240,10 @@ func Open(cfg Config) (_ *Node, err error) {
 	if err := n.conflicted.Load(); err != nil {
 		return nil, *err
 	}
+	publicKnown, err := n.publicIDs(publicKeyWait)
+	if err != nil {
+		return nil, err
+	}
 
 	ctx, stop := context.WithCancel(context.Background())
 	n.stop = stop
@@ -248,6 +256,13 @@ func Open(cfg Config) (_ *Node, err error) {
 		defer n.background.Done()
 		n.renewLease(ctx)
 	}()
+	if !publicKnown {
+		n.background.Add(1)
+		go func() {
+			defer n.background.Done()
+			n.awaitPublicKey(ctx)
+		}()
+	}
 	if n.checkInLater {
 		n.background.Add(1)
 		go func() {
@@ -262,6 +277,62 @@ func Open(cfg Config) (_ *Node, err error) {
 		"layout", cfg.Layout.String(), "dir", cfg.Dir, "logical_clock_ms", st.LogicalMS, "high_water_ms", st.HighWaterMS,
 		"lease_end_ms", st.LeaseEndMS)
 	return n, nil
+}
+
+// publicKeyWait bounds how long a start waits for the cluster's public-ID
+// key: a new cluster commits it as soon as it has a leader, and a joiner
+// applies it before its own join. Past it (a cluster of an older version
+// with no leader yet) the node serves, and PUBLICID answers TRYAGAIN until
+// the key arrives.
+const publicKeyWait = 5 * time.Second
+
+// publicIDs waits up to wait for the cluster's public-ID key and hands it
+// to the RESP server; known false when it has not arrived. A --public-key
+// that is not the cluster's is an error naming both fingerprints.
+func (n *Node) publicIDs(wait time.Duration) (known bool, err error) {
+	deadline := time.Now().Add(wait)
+	for {
+		if key := n.Cluster.PublicKey(); key != nil {
+			return true, n.usePublicKey(key)
+		}
+		if time.Now().After(deadline) {
+			return false, nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (n *Node) usePublicKey(key []byte) error {
+	if n.cfg.PublicKey != nil && !bytes.Equal(n.cfg.PublicKey, key) {
+		return fmt.Errorf("--public-key (fingerprint %s) differs from the public-ID key of cluster %s (fingerprint %s): "+
+			"start this node with the cluster's key, or without --public-key", engine.PublicKeyFingerprint(n.cfg.PublicKey),
+			n.Cluster.ClusterID(), engine.PublicKeyFingerprint(key))
+	}
+	p, err := engine.NewPublicIDs(key, n.cfg.Layout)
+	if err != nil {
+		return err
+	}
+	n.Server.SetPublicIDs(p)
+	n.log.Info("public IDs ready", "public_key_fingerprint", engine.PublicKeyFingerprint(key))
+	return nil
+}
+
+// awaitPublicKey keeps looking for the public-ID key after a start that
+// did not see it; a key that is not --public-key ends the node.
+func (n *Node) awaitPublicKey(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(250 * time.Millisecond):
+		}
+		if known, err := n.publicIDs(0); err != nil {
+			n.conflict(err)
+			return
+		} else if known {
+			return
+		}
+	}
 }
 
 // conflict stops issuing at once and ends the node: its cluster identity

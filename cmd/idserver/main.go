@@ -75,7 +75,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		Dir: cfg.Dir, NodeID: cfg.NodeID, Join: cfg.Join, Layout: cfg.Layout, Window: cfg.Window,
 		MaxBorrow: cfg.MaxBorrow, WorkerLease: cfg.WorkerLease, Recover: cfg.Recover, RecoverSkip: cfg.RecoverSkip, SegmentStep: cfg.SegmentStep,
 		RequirePass: cfg.RequirePass, Limits: limits, MaxClients: cfg.MaxClients, Version: version, Logger: log,
-		TLSServer: tlsServer, TLSClient: tlsClient,
+		TLSServer: tlsServer, TLSClient: tlsClient, PublicKey: cfg.PublicKeyBytes,
 	})
 	if err != nil {
 		return fail(err)

@@ -43,6 +43,12 @@ type Config struct {
 	MetricsAddr string
 	ShowVersion bool
 	EnableDebug bool // DEBUG CLOCK steps the clock IDs are issued on (fault tests only)
+
+	// ClientOutputLimit and ClientOutputTimeout bound the replies a client
+	// has not read yet (resp.Config).
+	ClientOutputLimit   int
+	ClientOutputTimeout time.Duration
+
 	// PublicKey is --public-key as given (hex), PublicKeyBytes the key
 	// Validate reads from it (nil when not given).
 	PublicKey      string
@@ -80,6 +86,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "text or json (log/slog on stderr)")
 	fs.IntVar(&c.MaxClients, "maxclients", 10000, "most client connections at once")
+	fs.IntVar(&c.ClientOutputLimit, "client-output-limit", resp.DefaultClientOutputLimit, "most reply bytes held for a client: past it they are written before the command goes on")
+	fs.DurationVar(&c.ClientOutputTimeout, "client-output-timeout", resp.DefaultClientOutputTimeout, "a client that takes none of a write of its replies for this long (at most twice it) is closed")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "PEM certificate: serve RESP (and Raft) over TLS")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", "", "host:port to serve Prometheus /metrics and /healthz on")
@@ -143,6 +151,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--log-format %q: text or json", c.LogFormat)
 	case c.MaxClients < 1:
 		return fmt.Errorf("--maxclients %d must be at least 1", c.MaxClients)
+	case c.ClientOutputLimit < 1024 || c.ClientOutputLimit > 1<<30:
+		return fmt.Errorf("--client-output-limit %d must be between 1024 and %d", c.ClientOutputLimit, 1<<30)
+	case c.ClientOutputTimeout < 100*time.Millisecond:
+		return fmt.Errorf("--client-output-timeout %v is too short (at least 100ms)", c.ClientOutputTimeout)
 	case (c.TLSCert == "") != (c.TLSKey == ""):
 		return errors.New("--tls-cert and --tls-key go together")
 	}

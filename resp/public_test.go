@@ -169,7 +169,7 @@ func TestPublicIDDispatchAllocatesNothing(t *testing.T) {
 	srv.SetPublicIDs(testPublicIDs(t, 9))
 	allocs := func(cmd string) float64 {
 		in := []byte(frames(cmd))
-		cn := &connection{}
+		cn := &connection{limit: DefaultClientOutputLimit}
 		c := &client{conn: cn, proto: 2, authed: true}
 		cn.SetContext(c)
 		p := frameParser{lim: DefaultLimits()}

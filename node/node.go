@@ -255,10 +255,6 @@ func Open(cfg Config) (_ *Node, err error) {
 	if err := n.conflicted.Load(); err != nil {
 		return nil, *err
 	}
-	publicKnown, err := n.publicIDs(publicKeyWait)
-	if err != nil {
-		return nil, err
-	}
 
 	ctx, stop := context.WithCancel(context.Background())
 	n.stop = stop
@@ -271,18 +267,26 @@ func Open(cfg Config) (_ *Node, err error) {
 		defer n.background.Done()
 		n.renewLease(ctx)
 	}()
-	if !publicKnown {
-		n.background.Add(1)
-		go func() {
-			defer n.background.Done()
-			n.awaitPublicKey(ctx)
-		}()
-	}
 	if n.checkInLater {
 		n.background.Add(1)
 		go func() {
 			defer n.background.Done()
 			n.checkInLoop(ctx)
+		}()
+	}
+	// The key is awaited with the lease renewal already running: a joiner
+	// may take a while to apply the log up to it.
+	publicKnown, err := n.publicIDs(publicKeyWait)
+	if err != nil {
+		stop()
+		n.background.Wait()
+		return nil, err
+	}
+	if !publicKnown {
+		n.background.Add(1)
+		go func() {
+			defer n.background.Done()
+			n.awaitPublicKey(ctx)
 		}()
 	}
 	ready.Store(true)

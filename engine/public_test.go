@@ -320,3 +320,34 @@ func BenchmarkPublicHide(b *testing.B) {
 		p.Hide(ids)
 	}
 }
+
+// FuzzPublicIDs: any int64 is either refused (not in [1, 2^bits)) or
+// turned into a form in range that reverses to it, in both variants, for
+// the default and a 53-bit layout.
+func FuzzPublicIDs(f *testing.F) {
+	for _, x := range []int64{0, 1, -1, 255, 256, 1<<53 - 1, 1 << 53, 1<<63 - 1} {
+		f.Add(x)
+	}
+	ps := []*PublicIDs{newTestPublic(f, testPublicKey(8), DefaultLayout()), newTestPublic(f, testPublicKey(8), layout53)}
+	f.Fuzz(func(t *testing.T, x int64) {
+		for _, p := range ps {
+			valid := x > 0 && bits.Len64(uint64(x)) <= p.Bits()
+			for _, pair := range [][2]func([]int64) error{{p.Hide, p.Reveal}, {p.HideKeepGene, p.RevealKeepGene}} {
+				v := []int64{x}
+				err := pair[0](v)
+				if !valid {
+					if !errors.Is(err, ErrNotPublicID) || v[0] != x {
+						t.Fatalf("%d-bit: %d: %v, %d; want ErrNotPublicID", p.Bits(), x, err, v[0])
+					}
+					continue
+				}
+				if err != nil || v[0] <= 0 || bits.Len64(uint64(v[0])) > p.Bits() {
+					t.Fatalf("%d-bit: %d -> %d, %v", p.Bits(), x, v[0], err)
+				}
+				if err := pair[1](v); err != nil || v[0] != x {
+					t.Fatalf("%d-bit: %d does not come back: %d, %v", p.Bits(), x, v[0], err)
+				}
+			}
+		}
+	})
+}

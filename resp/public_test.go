@@ -188,3 +188,14 @@ func TestPublicIDDispatchAllocatesNothing(t *testing.T) {
 		t.Errorf("DECODE of a public form: %v allocations, DECODE of an ID %v", public, plain)
 	}
 }
+
+// TestPublicCommandsOnlyIssue: an EXEC whose connection failed skips the
+// public commands, as it skips NEXTID: their only effect is their reply.
+func TestPublicCommandsOnlyIssue(t *testing.T) {
+	loadCommandTable()
+	for _, name := range []string{"publicid", "publicgeneid", "decode"} {
+		if changesState(commandTable[name]) {
+			t.Errorf("%s counts as changing state", name)
+		}
+	}
+}

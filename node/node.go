@@ -287,9 +287,10 @@ func Open(cfg Config) (_ *Node, err error) {
 			n.checkInLoop(ctx)
 		}()
 	}
-	// The key is awaited with the lease renewal already running: a joiner
-	// may take a while to apply the log up to it.
-	publicKnown, err := n.publicIDs(publicKeyWait)
+	// A restart finds the public-ID key in its state (and refuses another
+	// --public-key now); a new cluster or a joiner gets it in the background
+	// in a moment, once it has applied the log up to it.
+	publicKnown, err := n.publicIDs()
 	if err != nil {
 		stop()
 		n.background.Wait()
@@ -311,27 +312,14 @@ func Open(cfg Config) (_ *Node, err error) {
 	return n, nil
 }
 
-// publicKeyWait bounds how long a start waits for the cluster's public-ID
-// key: a new cluster commits it as soon as it has a leader, and a joiner
-// applies it before its own join. Past it (a cluster of an older version
-// with no leader yet) the node serves, and PUBLICID answers TRYAGAIN until
-// the key arrives.
-const publicKeyWait = 5 * time.Second
-
-// publicIDs waits up to wait for the cluster's public-ID key and hands it
-// to the RESP server; known false when it has not arrived. A --public-key
-// that is not the cluster's is an error naming both fingerprints.
-func (n *Node) publicIDs(wait time.Duration) (known bool, err error) {
-	deadline := time.Now().Add(wait)
-	for {
-		if key := n.Cluster.PublicKey(); key != nil {
-			return true, n.usePublicKey(key)
-		}
-		if time.Now().After(deadline) {
-			return false, nil
-		}
-		time.Sleep(20 * time.Millisecond)
+// publicIDs hands the cluster's public-ID key to the RESP server if this
+// node has applied it; known false when it has not. A --public-key that is
+// not the cluster's is an error naming both fingerprints.
+func (n *Node) publicIDs() (known bool, err error) {
+	if key := n.Cluster.PublicKey(); key != nil {
+		return true, n.usePublicKey(key)
 	}
+	return false, nil
 }
 
 func (n *Node) usePublicKey(key []byte) error {
@@ -349,16 +337,17 @@ func (n *Node) usePublicKey(key []byte) error {
 	return nil
 }
 
-// awaitPublicKey keeps looking for the public-ID key after a start that
-// did not see it; a key that is not --public-key ends the node.
+// awaitPublicKey looks for the public-ID key after a start that did not
+// see it (PUBLICID answers TRYAGAIN until then); a key that is not
+// --public-key ends the node.
 func (n *Node) awaitPublicKey(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(250 * time.Millisecond):
+		case <-time.After(20 * time.Millisecond):
 		}
-		if known, err := n.publicIDs(0); err != nil {
+		if known, err := n.publicIDs(); err != nil {
 			n.conflict(err)
 			return
 		} else if known {

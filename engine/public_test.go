@@ -32,8 +32,9 @@ func newTestPublic(t testing.TB, key []byte, l Layout) *PublicIDs {
 	return p
 }
 
-// layout53 is a 53-bit layout (what --id-bits 53 gives JavaScript).
-var layout53 = Layout{Epoch: DefaultEpoch, TimeBits: 39, WorkerBits: 5, SeqBits: 9, GeneBits: 4}
+// layout53 is the layout --id-bits 53 gives (for JavaScript): 38 bits of
+// 10 ms, 5 of worker, 10 of field, 6 of gene.
+var layout53, _ = AutoLayout(53, AutoUnit(53))
 
 // TestFF1MatchesTheNISTSamples: the FF1 under the public IDs gives the
 // ciphertexts of SP 800-38G's published samples (FF1samples.pdf) for
@@ -75,26 +76,22 @@ func TestFF1MatchesTheNISTSamples(t *testing.T) {
 }
 
 // consecutiveIDs is n consecutive IDs of layout l: a burst of NEXTID on
-// one node fills each millisecond's field in order, so its IDs are
+// one node fills each time unit's field in order, so its IDs are
 // consecutive integers. They start at the first ID a real generator gives
-// (worker 3, December 2026), or, for a layout the generator does not take
-// yet, at the ID of that time and worker.
+// (worker 3, December 2026).
 func consecutiveIDs(t testing.TB, l Layout, n int) []int64 {
 	t.Helper()
 	clock := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	first := (clock.UnixMilli()-l.Epoch.UnixMilli())<<(l.WorkerBits+l.SeqBits) | 3<<l.SeqBits
-	if l.Validate() == nil {
-		g, err := New(Config{Layout: l, Worker: 3, Window: time.Second, LeaseEndMS: 1 << 40}, func() time.Time { return clock }, &memStore{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer g.Close()
-		issued, err := g.NextIDs(nil, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		first = issued[0]
+	g, err := New(Config{Layout: l, Worker: 3, Window: time.Second, LeaseEndMS: 1 << 40}, func() time.Time { return clock }, &memStore{})
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer g.Close()
+	issued, err := g.NextIDs(nil, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := issued[0]
 	ids := make([]int64, n)
 	for i := range ids {
 		ids[i] = first + int64(i)

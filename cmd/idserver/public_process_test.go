@@ -240,3 +240,39 @@ func TestPublicKeyFlag(t *testing.T) {
 	}
 	startProc(t, dir, "--public-key", strings.ToUpper(hex.EncodeToString(key))) // its own key, in capitals, starts
 }
+
+// TestPublicIDsIn53Bits: with --id-bits 53 public forms are 53-bit too
+// (exact in a JavaScript number), reverse to IDs of this node, and the
+// gene forms keep the layout's gene bits.
+func TestPublicIDsIn53Bits(t *testing.T) {
+	p := startProc(t, t.TempDir(), "--id-bits", "53")
+	rdb := p.client()
+	l, err := engine.AutoLayout(53, engine.AutoUnit(53))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pubs, err := untilServed(t, rdb, "PUBLICID", 1000).Int64Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpubs, err := rdb.Do(context.Background(), "PUBLICGENEID", "12345", 100).Int64Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	geneMask := int64(1)<<l.GeneBits - 1
+	for i, pub := range append(pubs, gpubs...) {
+		kind := "PUBLICID"
+		if i >= len(pubs) {
+			kind = "PUBLICGENEID"
+			if pub&geneMask != 12345&geneMask {
+				t.Fatalf("PUBLICGENEID 12345 gave %d, gene %d, want %d", pub, pub&geneMask, 12345&geneMask)
+			}
+		}
+		if pub <= 0 || pub >= 1<<53 {
+			t.Fatalf("%s %d is not a positive 53-bit integer", kind, pub)
+		}
+		if id, _ := decoded(t, rdb, pub, kind)["id"].(int64); id <= 0 || id >= 1<<53 {
+			t.Fatalf("DECODE %d %s: id %d", pub, kind, id)
+		}
+	}
+}

@@ -66,6 +66,11 @@ type Config struct {
 	// this node is alone in the cluster it recovered (recover.go).
 	Recover     bool
 	RecoverSkip int64
+	// PublicKey is --public-key (engine.PublicKeyLen bytes), nil when not
+	// given: the key this node proposes when the cluster has none yet, and
+	// what a join says of itself, so that a node started with another
+	// key than its cluster's is refused.
+	PublicKey []byte
 	// Now is the wall clock (time.Now when nil): lease ends are ID times.
 	Now func() time.Time
 	// WorkerLease is how far ahead of the clock a worker lease runs

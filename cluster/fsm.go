@@ -36,6 +36,9 @@ const (
 	// entryAllocBy: group of (tag, n, node, boot): entryAlloc, naming the
 	// node and its process boot each allocation is for.
 	entryAllocBy byte = 10
+	// entryPublicKey: key: the cluster's public-ID key (engine.PublicIDs),
+	// made by the leader that proposes it; the first to commit stays.
+	entryPublicKey byte = 11
 )
 
 // Keys of the state machine in Pebble. fsmPrefix keys are replaced whole
@@ -133,6 +136,9 @@ type meta struct {
 	Layout  string                 `json:"layout"`  // ID layout and epoch, cluster-wide
 	Members map[string]*member     `json:"members"`
 	Workers map[int64]*workerState `json:"workers"`
+	// PublicKey is the public-ID key, from entryPublicKey: in the store and
+	// every snapshot, so whoever reads a data directory can reverse public IDs.
+	PublicKey []byte `json:"public_key,omitempty"`
 	// TagBase: a tag this state does not hold starts above it. A restore
 	// (restore.go) raises it, since the node it restores may have created
 	// tags after the copy was taken.
@@ -350,6 +356,9 @@ var applyTable = map[byte]func(*fsm, *decoder, *persist.Batch, *changes) any{
 	entryLease:   (*fsm).applyLease,
 	entryAddrs:   (*fsm).applyAddrs,
 	entryRecover: (*fsm).applyRecover,
+
+	// Public IDs.
+	entryPublicKey: (*fsm).applyPublicKey,
 }
 
 func (f *fsm) applyAlloc(d *decoder, b *persist.Batch, _ *changes) any {
@@ -575,6 +584,25 @@ func (f *fsm) applyInit(d *decoder, b *persist.Batch, _ *changes) any {
 	}
 	f.meta.Cluster, f.meta.Layout = id, layout
 	return nil
+}
+
+// applyPublicKey stores the cluster's public-ID key once; a later one
+// (two leaders proposed one each) changes nothing. It answers the key that
+// stays.
+func (f *fsm) applyPublicKey(d *decoder, b *persist.Batch, _ *changes) any {
+	key := d.string()
+	d.end()
+	if f.meta.PublicKey == nil && len(key) == engine.PublicKeyLen {
+		f.meta.PublicKey = []byte(key)
+	}
+	return f.meta.PublicKey
+}
+
+// publicKey is the public-ID key, nil before entryPublicKey.
+func (f *fsm) publicKey() []byte {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.meta.PublicKey
 }
 
 // snapshotState is the whole state, as a snapshot holds it.

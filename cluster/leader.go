@@ -5,11 +5,14 @@ package cluster
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"idserver/engine"
 )
 
 // IsLeader reports whether this node leads.
@@ -72,11 +75,32 @@ func (c *Cluster) watchRole() {
 				c.log.Warn("cannot store the cluster identity yet", "err", err)
 			}
 		}
+		if c.fsm.publicKey() == nil && c.IsLeader() && c.ClusterID() != "" {
+			c.proposePublicKey()
+		}
 		if c.IsLeader() {
 			c.promoteCaughtUp()
 		}
 	}
 }
+
+// proposePublicKey commits the cluster's public-ID key: this node's
+// --public-key, or a new random one. It runs once per cluster (at
+// bootstrap, or on the first leader of this version in an older cluster).
+func (c *Cluster) proposePublicKey() {
+	key := c.cfg.PublicKey
+	if key == nil {
+		key = make([]byte, engine.PublicKeyLen)
+		rand.Read(key)
+	}
+	if _, err := c.apply(newEntry(entryPublicKey).string(string(key))); err != nil {
+		c.log.Warn("cannot store the public-ID key yet", "err", err)
+	}
+}
+
+// PublicKey is the cluster's public-ID key, committed through Raft; nil
+// until this node has applied it.
+func (c *Cluster) PublicKey() []byte { return c.fsm.publicKey() }
 
 // apply proposes one entry on this node, which must lead.
 func (c *Cluster) apply(entry []byte) (any, error) {

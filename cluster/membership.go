@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/hashicorp/raft"
+
+	"idserver/engine"
 )
 
 // Join checks a node and makes it a member: a voter with a worker ID and a
@@ -74,6 +76,9 @@ func (c *Cluster) join(ctx context.Context, node, raftAddr, respAddr string) (Jo
 	case !member && id.HasWorker:
 		return refuse("its data directory holds a worker ID, but it is not a member (it was forgotten): " +
 			"start it with an empty --dir to join again")
+	case id.PublicKey != "" && c.fsm.publicKey() != nil && id.PublicKey != engine.PublicKeyFingerprint(c.fsm.publicKey()):
+		return refuse("its --public-key (fingerprint %s) differs from this cluster's public-ID key (fingerprint %s): "+
+			"start it with this cluster's key, or without --public-key", id.PublicKey, engine.PublicKeyFingerprint(c.fsm.publicKey()))
 	case id.RESPAddr != "" && id.RESPAddr != respAddr:
 		return refuse("the node at %s says its RESP address is %s, not %s", raftAddr, id.RESPAddr, respAddr)
 	case !member && c.fsm.freeWorker() < 0:
@@ -236,8 +241,12 @@ func (c *Cluster) promoteCaughtUp() {
 // identity is what this node says of itself to a node checking a join.
 func (c *Cluster) identity() (Identity, error) {
 	_, _, has, err := c.cfg.Store.Worker()
-	return Identity{Node: c.cfg.NodeID, Cluster: c.ClusterID(), Layout: c.cfg.Layout.String(), HasWorker: has,
-		RESPAddr: c.cfg.RESPAddr}, err
+	id := Identity{Node: c.cfg.NodeID, Cluster: c.ClusterID(), Layout: c.cfg.Layout.String(), HasWorker: has,
+		RESPAddr: c.cfg.RESPAddr}
+	if c.cfg.PublicKey != nil {
+		id.PublicKey = engine.PublicKeyFingerprint(c.cfg.PublicKey)
+	}
+	return id, err
 }
 
 // admit makes this node, which belongs to no cluster yet, a node of

@@ -488,6 +488,8 @@ type Identity struct {
 	Layout    string `json:"layout"`
 	HasWorker bool   `json:"has_worker"` // its directory holds a worker ID
 	RESPAddr  string `json:"resp"`       // its advertised RESP address
+	// PublicKey is the fingerprint of its --public-key, "" without one.
+	PublicKey string `json:"public_key,omitempty"`
 }
 
 // JoinResult is what a member gets when it is admitted: its worker ID, the

@@ -5,6 +5,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -70,6 +71,10 @@ type Config struct {
 	// replies (resp.Config); zero means resp's defaults.
 	ClientOutputLimit   int
 	ClientOutputTimeout time.Duration
+
+	// PublicKey is --public-key: nil lets the cluster make one at bootstrap;
+	// set, it must be the cluster's.
+	PublicKey []byte
 }
 
 // Node is a running node.
@@ -224,7 +229,7 @@ func Open(cfg Config) (_ *Node, err error) {
 		Secret: secret, Layout: cfg.Layout, Store: n.Store, Logger: cfg.Logger, Join: cfg.Join != "",
 		Now: cfg.Now, WorkerLease: cfg.WorkerLease, Recover: cfg.Recover, RecoverSkip: cfg.RecoverSkip, Network: cfg.Network, TLSServer: raftTLS, TLSClient: cfg.TLSClient,
 		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, SnapshotThreshold: cfg.SnapshotThreshold,
-		OnConflict: n.conflict,
+		OnConflict: n.conflict, PublicKey: cfg.PublicKey,
 		OnForgotten: func() {
 			why := "this node was forgotten by its cluster (CLUSTER FORGET); start it on an empty --dir to join again"
 			n.log.Error("forgotten by the cluster: no more values; IDs stop when the worker lease ends", "reason", why)
@@ -310,6 +315,22 @@ func Open(cfg Config) (_ *Node, err error) {
 			n.checkInLoop(ctx)
 		}()
 	}
+	// A restart finds the public-ID key in its state (and refuses another
+	// --public-key now); a new cluster or a joiner gets it in the background
+	// in a moment, once it has applied the log up to it.
+	publicKnown, err := n.publicIDs()
+	if err != nil {
+		stop()
+		n.background.Wait()
+		return nil, err
+	}
+	if !publicKnown {
+		n.background.Add(1)
+		go func() {
+			defer n.background.Done()
+			n.awaitPublicKey(ctx)
+		}()
+	}
 	ready.Store(true)
 	st := n.Gen.Status()
 	n.log.Info("listening", "addr", n.ln.Addr().String(), "advertise", n.Addr, "raft_addr", n.Cluster.RaftAddr(),
@@ -317,6 +338,50 @@ func Open(cfg Config) (_ *Node, err error) {
 		"layout", cfg.Layout.String(), "dir", cfg.Dir, "logical_clock_ms", st.LogicalMS, "high_water_ms", st.HighWaterMS,
 		"lease_end_ms", st.LeaseEndMS)
 	return n, nil
+}
+
+// publicIDs hands the cluster's public-ID key to the RESP server if this
+// node has applied it; known false when it has not. A --public-key that is
+// not the cluster's is an error naming both fingerprints.
+func (n *Node) publicIDs() (known bool, err error) {
+	if key := n.Cluster.PublicKey(); key != nil {
+		return true, n.usePublicKey(key)
+	}
+	return false, nil
+}
+
+func (n *Node) usePublicKey(key []byte) error {
+	if n.cfg.PublicKey != nil && !bytes.Equal(n.cfg.PublicKey, key) {
+		return fmt.Errorf("--public-key (fingerprint %s) differs from the public-ID key of cluster %s (fingerprint %s): "+
+			"start this node with the cluster's key, or without --public-key", engine.PublicKeyFingerprint(n.cfg.PublicKey),
+			n.Cluster.ClusterID(), engine.PublicKeyFingerprint(key))
+	}
+	p, err := engine.NewPublicIDs(key, n.cfg.Layout)
+	if err != nil {
+		return err
+	}
+	n.Server.SetPublicIDs(p)
+	n.log.Info("public IDs ready", "public_key_fingerprint", engine.PublicKeyFingerprint(key))
+	return nil
+}
+
+// awaitPublicKey looks for the public-ID key after a start that did not
+// see it (PUBLICID answers TRYAGAIN until then); a key that is not
+// --public-key ends the node.
+func (n *Node) awaitPublicKey(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+		if known, err := n.publicIDs(); err != nil {
+			n.conflict(err)
+			return
+		} else if known {
+			return
+		}
+	}
 }
 
 // mutualTLS is the Raft port's TLS: server's, requiring and verifying a

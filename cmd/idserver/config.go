@@ -60,6 +60,11 @@ type Config struct {
 	// has not read yet (resp.Config).
 	ClientOutputLimit   int
 	ClientOutputTimeout time.Duration
+
+	// PublicKey is --public-key as given (hex), PublicKeyBytes the key
+	// Validate reads from it (nil when not given).
+	PublicKey      string
+	PublicKeyBytes []byte
 }
 
 // parseConfig reads flags, then IDSERVER_<NAME> from the environment for
@@ -105,6 +110,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", "", "host:port to serve Prometheus /metrics and /healthz on")
 	fs.BoolVar(&c.ShowVersion, "version", false, "print the version and exit")
 	fs.BoolVar(&c.EnableDebug, "enable-debug-command", false, "answer DEBUG CLOCK, which steps the clock IDs are issued on (fault tests only)")
+	fs.StringVar(&c.PublicKey, "public-key", "", "public-ID key, 64 hex digits (AES-256), the same on every node; default: one the cluster makes at bootstrap and replicates")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -189,6 +195,11 @@ func (c *Config) Validate() error {
 		return errors.New("--tls-ca goes with --tls-cert and --tls-key")
 	case c.ProtectedMode != "yes" && c.ProtectedMode != "no":
 		return fmt.Errorf("--protected-mode %q: yes or no", c.ProtectedMode)
+	}
+	if c.PublicKey != "" {
+		if c.PublicKeyBytes, err = engine.ParsePublicKey(c.PublicKey); err != nil {
+			return fmt.Errorf("--public-key: %v", err)
+		}
 	}
 	if c.RaftAddr == "" {
 		port := 0

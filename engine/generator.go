@@ -261,6 +261,11 @@ func (g *Generator) Layout() Layout { return g.layout }
 
 func (g *Generator) wallMS() int64 { return g.now().UnixMilli() - g.epochMS }
 
+// sinceEpoch is the wall clock since the layout's epoch, to the nanosecond.
+func (g *Generator) sinceEpoch() time.Duration {
+	return time.Duration(g.now().UnixNano() - g.epochMS*int64(time.Millisecond))
+}
+
 // NextID issues one ID, choosing the gene itself in turn.
 func (g *Generator) NextID() (int64, error) {
 	ids, err := g.NextIDs(make([]int64, 0, 1), 1)
@@ -330,9 +335,14 @@ func (g *Generator) issue(dst []int64, n int, gene int64) ([]int64, error) {
 				// boot floor: the wall clock went back.
 				return dst[:start], &ClockBackError{BehindMS: t - wall}
 			}
-			// Demand outran 2^seq-bits IDs per ms: wait for the clock.
+			// Demand outran 2^seq-bits IDs per ms: wait for the clock,
+			// until the moment it reaches t less the borrow and no
+			// longer (a whole millisecond from a reading inside one
+			// waits up to a millisecond too long).
 			g.mu.Unlock()
-			g.sleep(time.Duration(t-ref-g.borrowMS) * time.Millisecond)
+			if d := time.Duration(t-g.borrowMS)*time.Millisecond - g.sinceEpoch(); d > 0 {
+				g.sleep(d)
+			}
 			wall, fresh = g.wallMS(), false
 			lease = g.leaseEnd.Load()
 			g.mu.Lock()

@@ -83,7 +83,7 @@ func (c *Cluster) otherMembers(logs raft.LogStore, snaps raft.SnapshotStore) map
 // probeMembers asks each of others who it is (an authenticated
 // node-to-node identify) and returns those that answer as members of this
 // node's cluster, or that answer and cannot be told apart (they refuse this
-// node's secret).
+// node's secret, in a request or in the Raft port's handshake).
 func (c *Cluster) probeMembers(others map[string]string) []string {
 	ctx, cancel := context.WithTimeout(context.Background(), max(4*c.timing.Election, 3*time.Second))
 	defer cancel()
@@ -100,7 +100,7 @@ func (c *Cluster) probeMembers(others map[string]string) []string {
 			switch {
 			case err == nil && resp.Identity != nil && resp.Identity.Cluster == c.ClusterID():
 				why = fmt.Sprintf("node %s at %s", resp.Identity.Node, addr)
-			case errors.As(err, &re):
+			case errors.As(err, &re), errors.Is(err, ErrAuth):
 				why = fmt.Sprintf("node %s at %s (it answers but refused this node: %v)", node, addr, err)
 			case err == nil:
 				c.log.Warn("--recover: a lost member's Raft address answers for another cluster", "node", node, "addr", addr,

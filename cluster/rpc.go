@@ -214,6 +214,7 @@ const (
 	opApplied                 // any: wait until an index is published here
 	opFence                   // any: drop a tag's buffered values, answer the largest handed out (before a SET commits)
 	opForgotten               // any: the leader is forgetting you
+	opStats                   // any: your Raft progress, for autopilot (with the leader's view of every member)
 )
 
 // code is an error's sentinel on the wire.
@@ -293,6 +294,8 @@ type request struct {
 	Index    uint64      `json:"index,omitempty"`
 	Boot     uint64      `json:"boot,omitempty"` // the sender's process (allocations)
 	Items    []allocItem `json:"items,omitempty"`
+	// View is the leader's health of every member (stats requests).
+	View []MemberHealth `json:"view,omitempty"`
 }
 
 type response struct {
@@ -307,6 +310,7 @@ type response struct {
 	Old      int64        `json:"old,omitempty"`
 	Found    bool         `json:"found,omitempty"`
 	Boot     uint64       `json:"boot,omitempty"` // the answering process (fences)
+	Stats    *memberStats `json:"stats,omitempty"`
 }
 
 type wireResult struct {
@@ -323,6 +327,7 @@ type Identity struct {
 	Layout    string `json:"layout"`
 	HasWorker bool   `json:"has_worker"` // its directory holds a worker ID
 	RESPAddr  string `json:"resp"`       // its advertised RESP address
+	Zone      string `json:"zone,omitempty"`
 }
 
 // JoinResult is what a member gets when it is admitted: its worker ID, the
@@ -390,6 +395,12 @@ func (c *Cluster) answer(req *request) *response {
 	if subtle.ConstantTimeCompare([]byte(req.Secret), []byte(c.cfg.Secret)) != 1 {
 		return fail(fmt.Errorf("%w from a node-to-node request", ErrAuth))
 	}
+	if req.Op != opIdentify && req.Op != opAdmit && c.ClusterID() == "" {
+		// A node that belongs to no cluster yet, at the address of one that
+		// did (a replacement at a dead leader's address): the sender tries
+		// elsewhere, as with any node that does not lead.
+		return fail(fmt.Errorf("%w: node %s at this address belongs to no cluster yet", ErrNoLeader, c.cfg.NodeID))
+	}
 	if req.Op != opIdentify && req.Op != opAdmit && req.Cluster != c.ClusterID() {
 		return fail(fmt.Errorf("%w: a request from cluster %q reached node %s of cluster %q", ErrRefused, req.Cluster, c.cfg.NodeID, c.ClusterID()))
 	}
@@ -405,10 +416,17 @@ func (c *Cluster) answer(req *request) *response {
 	case opAdmit:
 		return fail(c.admit(req.Cluster))
 	case opForgotten:
-		if req.Node == c.cfg.NodeID && c.cfg.OnForgotten != nil {
+		if req.Node != c.cfg.NodeID {
+			// Its address is someone else's now (a replacement): the
+			// leader must not take this answer for the removed node's.
+			return fail(fmt.Errorf("%w: this is node %s, not %s", ErrNotMember, c.cfg.NodeID, req.Node))
+		}
+		if c.cfg.OnForgotten != nil {
 			c.cfg.OnForgotten()
 		}
 		return &response{}
+	case opStats:
+		return c.answerStats(req)
 	case opFence:
 		return c.fenceLocal(req.Tag)
 	case opApplied:

@@ -45,6 +45,10 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	}
 	log := slog.New(handler)
 	slog.SetDefault(log)
+	for _, w := range cfg.warnings() {
+		log.Warn(w)
+		fmt.Fprintln(stderr, "idserver: warning:", w)
+	}
 	fail := func(err error) int {
 		log.Error("cannot start", "err", err)
 		fmt.Fprintln(stderr, "idserver:", err)
@@ -76,6 +80,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		MaxBorrow: cfg.MaxBorrow, WorkerLease: cfg.WorkerLease, Recover: cfg.Recover, RecoverSkip: cfg.RecoverSkip, SegmentStep: cfg.SegmentStep,
 		RequirePass: cfg.RequirePass, Limits: limits, MaxClients: cfg.MaxClients, Version: version, Logger: log,
 		TLSServer: tlsServer, TLSClient: tlsClient,
+		Voters: cfg.Voters, DeadMemberAfter: cfg.DeadAfter, Zone: cfg.Zone,
 	})
 	if err != nil {
 		return fail(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"idserver/engine"
+	"idserver/internal/testproc"
 )
 
 func newClient(t *testing.T, opts Options) *Client {
@@ -109,8 +110,8 @@ func TestEachLevelIssuesUniqueIDs(t *testing.T) {
 	srv := startServer(t, "")
 	for _, lv := range levels {
 		t.Run(lv.name, func(t *testing.T) {
-			c := newClient(t, Options{Addrs: []string{srv.addr}, Buffer: lv.buf})
-			before := commandCalls(t, srv.addr, idCommand(lv.buf))
+			c := newClient(t, Options{Addrs: []string{srv.Addr}, Buffer: lv.buf})
+			before := commandCalls(t, srv.Addr, idCommand(lv.buf))
 			const g, n = 4, 2000
 			all, _ := collect(t, g, n, c.Next)
 			assertUnique(t, all)
@@ -120,7 +121,7 @@ func TestEachLevelIssuesUniqueIDs(t *testing.T) {
 				}
 			}
 			c.Close()
-			calls := commandCalls(t, srv.addr, idCommand(lv.buf)) - before
+			calls := commandCalls(t, srv.Addr, idCommand(lv.buf)) - before
 			st := c.IDs().Stats()
 			if calls != st.Fetches {
 				t.Fatalf("server counted %d %s, client sent %d", calls, idCommand(lv.buf), st.Fetches)
@@ -152,7 +153,7 @@ func TestPrefetchRefillsUnderLoad(t *testing.T) {
 		}
 	}
 	run := func(buf Buffer) SequenceStats {
-		c := newClient(t, Options{Addrs: []string{srv.addr}, Buffer: buf})
+		c := newClient(t, Options{Addrs: []string{srv.Addr}, Buffer: buf})
 		all, _ := collect(t, 4, 20000, work(c.Next))
 		assertUnique(t, all)
 		return c.IDs().Stats()
@@ -176,14 +177,14 @@ func TestPrefetchRefillsUnderLoad(t *testing.T) {
 func TestSingleflightCollapsesMisses(t *testing.T) {
 	srv := startServer(t, "")
 	run := func(buf Buffer) int64 {
-		c := newClient(t, Options{Addrs: []string{srv.addr}, Buffer: buf})
+		c := newClient(t, Options{Addrs: []string{srv.Addr}, Buffer: buf})
 		// Connect first so that the race is for IDs, not for a dial.
 		for _, n := range c.nodes {
 			if err := n.Ping(context.Background()).Err(); err != nil {
 				t.Fatal(err)
 			}
 		}
-		before := commandCalls(t, srv.addr, "nextidruns")
+		before := commandCalls(t, srv.Addr, "nextidruns")
 		start := make(chan struct{})
 		var wg sync.WaitGroup
 		var ids sync.Map
@@ -208,7 +209,7 @@ func TestSingleflightCollapsesMisses(t *testing.T) {
 		if dup.Load() {
 			t.Fatal("an ID handed out twice")
 		}
-		return commandCalls(t, srv.addr, "nextidruns") - before
+		return commandCalls(t, srv.Addr, "nextidruns") - before
 	}
 	for round := range 5 {
 		if one := run(Buffer{Batch: 64, FixedBatch: true, Prefetch: -1, Local: -1}); one != 1 {
@@ -233,7 +234,7 @@ func TestSingleflightCollapsesMisses(t *testing.T) {
 func TestFreshnessDropsOldIDs(t *testing.T) {
 	srv := startServer(t, "")
 	for _, local := range []int{-1, 0} {
-		c := newClient(t, Options{Addrs: []string{srv.addr}, MaxAge: 200 * time.Millisecond, Buffer: Buffer{Batch: 1000, FixedBatch: true, Prefetch: -1, Local: local}})
+		c := newClient(t, Options{Addrs: []string{srv.Addr}, MaxAge: 200 * time.Millisecond, Buffer: Buffer{Batch: 1000, FixedBatch: true, Prefetch: -1, Local: local}})
 		ctx := context.Background()
 		first, err := c.Next(ctx)
 		if err != nil {
@@ -263,7 +264,7 @@ func TestFreshnessDropsOldIDs(t *testing.T) {
 // request that was in flight.
 func TestCloseDropsBufferedIDs(t *testing.T) {
 	srv := startServer(t, "")
-	c := newClient(t, Options{Addrs: []string{srv.addr}, Buffer: Buffer{Batch: 1000, FixedBatch: true}})
+	c := newClient(t, Options{Addrs: []string{srv.Addr}, Buffer: Buffer{Batch: 1000, FixedBatch: true}})
 	ctx := context.Background()
 	if _, err := c.Next(ctx); err != nil {
 		t.Fatal(err)
@@ -302,7 +303,7 @@ func TestCloseDropsBufferedIDs(t *testing.T) {
 func TestServerKillDuringRefill(t *testing.T) {
 	port := freePort(t)
 	srv := startServer(t, "", "--port", port)
-	c := newClient(t, Options{Addrs: []string{srv.addr}, Timeout: time.Second, Buffer: Buffer{Batch: 64, MaxBatch: 256}})
+	c := newClient(t, Options{Addrs: []string{srv.Addr}, Timeout: time.Second, Buffer: Buffer{Batch: 64, MaxBatch: 256}})
 	var mu sync.Mutex
 	var all []int64
 	var errs atomic.Int64
@@ -333,7 +334,7 @@ func TestServerKillDuringRefill(t *testing.T) {
 		}()
 	}
 	time.Sleep(300 * time.Millisecond)
-	srv.kill()
+	srv.Kill()
 	deadline := time.Now().Add(5 * time.Second)
 	for errs.Load() == 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
@@ -368,14 +369,14 @@ func TestServerKillDuringRefill(t *testing.T) {
 // get every buffered ID; only the take after the last one sees the error.
 func TestErrorsOnlyWhenTheBufferIsEmpty(t *testing.T) {
 	srv := startServer(t, "")
-	c := newClient(t, Options{Addrs: []string{srv.addr}, Timeout: time.Second, Buffer: Buffer{Batch: 500, FixedBatch: true, Local: -1, Prefetch: 0.9}})
+	c := newClient(t, Options{Addrs: []string{srv.Addr}, Timeout: time.Second, Buffer: Buffer{Batch: 500, FixedBatch: true, Local: -1, Prefetch: 0.9}})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	first, err := c.Next(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.kill()
+	srv.Kill()
 	ids := []int64{first}
 	for {
 		id, err := c.Next(ctx)
@@ -404,17 +405,17 @@ func TestFailoverAcrossClusterNodes(t *testing.T) {
 	// Put a follower first: killing the leader would leave no node able
 	// to allocate segments for about a second, and TRYAGAIN is then the
 	// right answer; here the point is the switch.
-	rdb := redis.NewClient(&redis.Options{Addr: nodes[0].addr})
+	rdb := redis.NewClient(&redis.Options{Addr: nodes[0].Addr})
 	leader, err := rdb.Do(context.Background(), "CLUSTER", "LEADER").Text()
 	rdb.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
 	slices.SortFunc(nodes, func(a, b *server) int {
-		if a.addr == leader {
+		if a.Addr == leader {
 			return 1
 		}
-		if b.addr == leader {
+		if b.Addr == leader {
 			return -1
 		}
 		return 0
@@ -438,10 +439,10 @@ func TestFailoverAcrossClusterNodes(t *testing.T) {
 		}
 	}
 	take(500)
-	if nodes[c.cur.Load()].addr == leader {
+	if nodes[c.cur.Load()].Addr == leader {
 		t.Fatal("the client is on the leader")
 	}
-	nodes[c.cur.Load()].kill()
+	nodes[c.cur.Load()].Kill()
 	take(2000)
 	for i := 1; i < len(vals); i++ {
 		if vals[i] <= vals[i-1] {
@@ -467,9 +468,9 @@ func TestTryAgainMovesToTheNextNode(t *testing.T) {
 	// A node of another cluster stands in for a healthy member: the point
 	// is the switch, not uniqueness across two clusters.
 	healthy := startServer(t, "")
-	nodes[1].kill()
-	nodes[2].kill()
-	rdb := redis.NewClient(&redis.Options{Addr: nodes[0].addr, MaxRetries: -1})
+	nodes[1].Kill()
+	nodes[2].Kill()
+	rdb := redis.NewClient(&redis.Options{Addr: nodes[0].Addr, MaxRetries: -1})
 	defer rdb.Close()
 	ctx := context.Background()
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
@@ -481,13 +482,13 @@ func TestTryAgainMovesToTheNextNode(t *testing.T) {
 			t.Fatalf("the cut-off member still answers NEXTID: %v", err)
 		}
 	}
-	c := newClient(t, Options{Addrs: []string{nodes[0].addr, healthy.addr}, Buffer: Buffer{Batch: 10, FixedBatch: true, Local: -1}})
+	c := newClient(t, Options{Addrs: []string{nodes[0].Addr, healthy.Addr}, Buffer: Buffer{Batch: 10, FixedBatch: true, Local: -1}})
 	all, _ := collect(t, 1, 100, c.Next)
 	assertUnique(t, all)
 	if c.cur.Load() != 1 {
 		t.Fatalf("the client stayed on node %d", c.cur.Load())
 	}
-	alone := newClient(t, Options{Addrs: []string{nodes[0].addr}})
+	alone := newClient(t, Options{Addrs: []string{nodes[0].Addr}})
 	if _, err := alone.Next(ctx); err == nil || !strings.HasPrefix(err.Error(), "TRYAGAIN") {
 		t.Fatalf("with only the cut-off member: %v, want TRYAGAIN", err)
 	}
@@ -498,7 +499,7 @@ func TestTryAgainMovesToTheNextNode(t *testing.T) {
 // values stay unique.
 func TestStrictCounterOrder(t *testing.T) {
 	srv := startServer(t, "")
-	c := newClient(t, Options{Addrs: []string{srv.addr}, Buffer: Buffer{Strict: true}})
+	c := newClient(t, Options{Addrs: []string{srv.Addr}, Buffer: Buffer{Strict: true}})
 	all, per := collect(t, 4, 5000, c.Counter("strict").Next)
 	assertUnique(t, all)
 	for _, p := range per {
@@ -508,7 +509,7 @@ func TestStrictCounterOrder(t *testing.T) {
 			}
 		}
 	}
-	loose := newClient(t, Options{Addrs: []string{srv.addr}})
+	loose := newClient(t, Options{Addrs: []string{srv.Addr}})
 	all, _ = collect(t, 4, 5000, loose.Counter("strict").Next)
 	assertUnique(t, all)
 	single, _ := collect(t, 1, 5000, loose.Counter("single").Next)
@@ -549,8 +550,8 @@ func TestContextEndsTheWait(t *testing.T) {
 // server computes it (GENEOF), for decimal and other buyers.
 func TestGeneIDsRouteWithTheBuyer(t *testing.T) {
 	srv := startServer(t, "")
-	c := newClient(t, Options{Addrs: []string{srv.addr}})
-	rdb := redis.NewClient(&redis.Options{Addr: srv.addr})
+	c := newClient(t, Options{Addrs: []string{srv.Addr}})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	defer rdb.Close()
 	ctx := context.Background()
 	var all []int64
@@ -577,7 +578,7 @@ func TestGeneIDsRouteWithTheBuyer(t *testing.T) {
 // valid version 7 UUIDs.
 func TestUUIDv7FromTheClient(t *testing.T) {
 	srv := startServer(t, "")
-	c := newClient(t, Options{Addrs: []string{srv.addr}, Buffer: Buffer{Batch: 50}})
+	c := newClient(t, Options{Addrs: []string{srv.Addr}, Buffer: Buffer{Batch: 50}})
 	prev := ""
 	for range 500 {
 		u, err := c.UUIDv7(context.Background())
@@ -596,22 +597,22 @@ func TestUUIDv7FromTheClient(t *testing.T) {
 // loop over the nodes.
 func TestAuthAndTLS(t *testing.T) {
 	dir := t.TempDir()
-	cert, key, pool := selfSigned(t, dir)
+	cert, key, pool := testproc.SelfSigned(t, dir)
 	serverTLS = &tls.Config{RootCAs: pool}
 	defer func() { serverTLS = nil }()
 	srv := startServer(t, "", "--requirepass", "s3cret", "--tls-cert", cert, "--tls-key", key)
-	c := newClient(t, Options{Addrs: []string{srv.addr}, Redis: &redis.Options{Password: "s3cret", TLSConfig: serverTLS, MaxRetries: -1}})
+	c := newClient(t, Options{Addrs: []string{srv.Addr}, Redis: &redis.Options{Password: "s3cret", TLSConfig: serverTLS, MaxRetries: -1}})
 	all, _ := collect(t, 2, 1000, c.Next)
 	assertUnique(t, all)
 	if _, err := c.Counter("tls").Next(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	bad := newClient(t, Options{Addrs: []string{srv.addr}, Redis: &redis.Options{Password: "wrong", TLSConfig: serverTLS, MaxRetries: -1}})
+	bad := newClient(t, Options{Addrs: []string{srv.Addr}, Redis: &redis.Options{Password: "wrong", TLSConfig: serverTLS, MaxRetries: -1}})
 	_, err := bad.Next(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
 		t.Fatalf("wrong password: %v", err)
 	}
-	plain := newClient(t, Options{Addrs: []string{srv.addr}, Timeout: time.Second, Redis: &redis.Options{Password: "s3cret", MaxRetries: -1, DialTimeout: 500 * time.Millisecond, ReadTimeout: 500 * time.Millisecond}})
+	plain := newClient(t, Options{Addrs: []string{srv.Addr}, Timeout: time.Second, Redis: &redis.Options{Password: "s3cret", MaxRetries: -1, DialTimeout: 500 * time.Millisecond, ReadTimeout: 500 * time.Millisecond}})
 	if _, err := plain.Next(context.Background()); err == nil {
 		t.Fatal("a plain TCP client got an ID from a TLS server")
 	}

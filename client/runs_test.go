@@ -86,7 +86,7 @@ func TestPopAndSkipOverRuns(t *testing.T) {
 // those connections' IDs strictly increase.
 func TestClientExpandsRunsFromTheServer(t *testing.T) {
 	srv := startServer(t, "", "--worker-bits", "6", "--seq-bits", "16")
-	c := newClient(t, Options{Addrs: []string{srv.addr}})
+	c := newClient(t, Options{Addrs: []string{srv.Addr}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var mu sync.Mutex
@@ -96,7 +96,7 @@ func TestClientExpandsRunsFromTheServer(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rdb := redis.NewClient(&redis.Options{Addr: srv.addr})
+			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 			defer rdb.Close()
 			var prev int64
 			for ctx.Err() == nil {
@@ -138,7 +138,7 @@ func TestClientExpandsRunsFromTheServer(t *testing.T) {
 	wg.Wait()
 	assertUnique(t, append(all, others...))
 	st := c.IDs().Stats()
-	if calls := commandCalls(t, srv.addr, "nextidruns"); calls < st.Fetches {
+	if calls := commandCalls(t, srv.Addr, "nextidruns"); calls < st.Fetches {
 		t.Fatalf("server counted %d NEXTIDRUNS, the client sent %d", calls, st.Fetches)
 	}
 	t.Logf("%d IDs through the client in %d requests, %d from the other connections, none twice", len(all), st.Fetches, len(others))
@@ -160,14 +160,14 @@ func TestFallsBackToNextIDLists(t *testing.T) {
 			if err != nil {
 				return
 			}
-			go refuseNextIDRuns(conn, srv.addr)
+			go refuseNextIDRuns(conn, srv.Addr)
 		}
 	}()
 	c := newClient(t, Options{Addrs: []string{ln.Addr().String()}})
-	before := commandCalls(t, srv.addr, "nextid")
+	before := commandCalls(t, srv.Addr, "nextid")
 	all, _ := collect(t, 2, 5000, c.Next)
 	assertUnique(t, all)
-	if !c.noRuns.Load() || commandCalls(t, srv.addr, "nextid") == before || commandCalls(t, srv.addr, "nextidruns") != 0 {
+	if !c.noRuns.Load() || commandCalls(t, srv.Addr, "nextid") == before || commandCalls(t, srv.Addr, "nextidruns") != 0 {
 		t.Fatalf("no fallback to NEXTID: noRuns %v", c.noRuns.Load())
 	}
 }

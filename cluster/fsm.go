@@ -27,7 +27,7 @@ const (
 	entryForget byte = 4 // node ID: gone for good, its worker ID free for reuse above its last lease
 	// 5 was the replicated high-water, replaced by worker leases.
 	entryInit  byte = 6 // cluster ID, layout: the cluster's identity, once, at bootstrap
-	entryLease byte = 7 // node ID, worker ID, end ms: extend the node's lease on its worker ID
+	entryLease byte = 7 // node ID, worker ID, end ms[, incarnation]: extend the node's lease on its worker ID (incarnation: restart.go)
 	entryAddrs byte = 8 // node ID, raft address, RESP address[, zone]: a member's new addresses (and zone)
 	// entryRecover: node ID, now ms, value skip, time skip, new cluster ID:
 	// the node restarted the cluster alone after the quorum was lost for good
@@ -111,6 +111,10 @@ type member struct {
 	RaftAddr string `json:"raft_addr"`
 	RESPAddr string `json:"resp_addr"`
 	Zone     string `json:"zone,omitempty"` // --zone: autopilot spreads voters over zones
+	// Incarnation is the latest start of the node its lease renewals
+	// carried (restart.go): a start from a directory that says less runs
+	// on a restored copy.
+	Incarnation uint64 `json:"incarnation,omitempty"`
 }
 
 // workerState is one worker ID: who holds it, and the end of the lease its
@@ -134,6 +138,10 @@ type meta struct {
 	// whose lease may not have ended: a SET waits for it. A join prunes
 	// the ones that ended before its time.
 	Departed map[string]int64 `json:"departed,omitempty"`
+	// TagBase: a tag this state does not hold starts above it. A restore
+	// (restore.go) raises it, since the node it restores may have created
+	// tags after the copy was taken.
+	TagBase int64 `json:"tag_base,omitempty"`
 }
 
 // allocItem is one request in an entryAlloc, and allocResult its answer.
@@ -369,7 +377,7 @@ func (f *fsm) allocate(d *decoder, b *persist.Batch, by bool) any {
 		if by {
 			node, boot = d.string(), d.uvarint()
 		}
-		t := f.tags[tag]
+		t, _ := f.tagOrBase(tag)
 		if n < 1 || t.high() > math.MaxInt64-n {
 			results = append(results, allocResult{Err: engine.ErrOverflow})
 			continue
@@ -413,7 +421,7 @@ func (f *fsm) applySet(d *decoder, b *persist.Batch, _ *changes) any {
 		rev = d.uvarint()
 	}
 	d.end()
-	t, existed := f.tags[tag]
+	t, existed := f.tagOrBase(tag)
 	res := setResult{Old: t.high(), Existed: existed}
 	if (cond == setNX && existed) || (cond == setXX && !existed) {
 		return res
@@ -512,14 +520,22 @@ func (f *fsm) applyForget(d *decoder, b *persist.Batch, ch *changes) any {
 	return nil
 }
 
-// leaseResult answers entryLease.
+// leaseResult answers entryLease: the committed end, and, for an entry
+// that carries the node's incarnation, the incarnation and lease end the
+// state held before it (restart.go).
 type leaseResult struct {
-	EndMS int64
-	Err   error
+	EndMS           int64
+	PrevIncarnation uint64
+	PrevEndMS       int64
+	Err             error
 }
 
 func (f *fsm) applyLease(d *decoder, b *persist.Batch, _ *changes) any {
 	node, worker, end := d.string(), d.varint(), d.varint()
+	var incarnation uint64
+	if len(d.b) > 0 {
+		incarnation = d.uvarint()
+	}
 	d.end()
 	m, ok := f.meta.Members[node]
 	ws := f.meta.Workers[worker]
@@ -529,8 +545,11 @@ func (f *fsm) applyLease(d *decoder, b *persist.Batch, _ *changes) any {
 	case m.Worker != worker || ws == nil || ws.Node != node || ws.Forgotten:
 		return leaseResult{Err: fmt.Errorf("%w: node %q does not hold worker ID %d", ErrNotMember, node, worker)}
 	}
+	res := leaseResult{PrevIncarnation: m.Incarnation, PrevEndMS: ws.LeaseEnd}
 	ws.LeaseEnd = max(ws.LeaseEnd, end)
-	return leaseResult{EndMS: ws.LeaseEnd}
+	m.Incarnation = max(m.Incarnation, incarnation)
+	res.EndMS = ws.LeaseEnd
+	return res
 }
 
 // applyRecover makes node the only member after the quorum was lost for
@@ -652,8 +671,19 @@ func (f *fsm) tag(tag string) (int64, bool) {
 func (f *fsm) tagState(tag string) (tagState, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	t, ok := f.tags[tag]
+	t, ok := f.tagOrBase(tag)
 	t.Nodes = maps.Clone(t.Nodes)
+	return t, ok
+}
+
+// tagOrBase is tag's state; a tag this state does not hold starts at
+// TagBase, all of which may have been issued (restore.go). The caller
+// holds the lock.
+func (f *fsm) tagOrBase(tag string) (tagState, bool) {
+	t, ok := f.tags[tag]
+	if !ok && f.meta.TagBase > 0 {
+		t.MaxID, t.Bound = f.meta.TagBase, f.meta.TagBase
+	}
 	return t, ok
 }
 

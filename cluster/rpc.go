@@ -296,6 +296,8 @@ type request struct {
 	Items    []allocItem `json:"items,omitempty"`
 	// View is the leader's health of every member (stats requests).
 	View []MemberHealth `json:"view,omitempty"`
+	// Incarnation is the sender's start count, in lease renewals (restart.go).
+	Incarnation uint64 `json:"incarnation,omitempty"`
 }
 
 type response struct {
@@ -311,6 +313,7 @@ type response struct {
 	Found    bool         `json:"found,omitempty"`
 	Boot     uint64       `json:"boot,omitempty"` // the answering process (fences)
 	Stats    *memberStats `json:"stats,omitempty"`
+	Lease    *LeaseGrant  `json:"lease,omitempty"`
 }
 
 type wireResult struct {
@@ -474,11 +477,11 @@ func (c *Cluster) answer(req *request) *response {
 		resp.Old, resp.Found = old, existed
 		return resp
 	case opLease:
-		end, err := c.leaseLocal(req.Node, req.Worker, req.Value)
+		g, err := c.leaseLocal(req.Node, req.Worker, req.Value, req.Incarnation)
 		if err != nil {
 			return fail(err)
 		}
-		return &response{Value: end}
+		return &response{Value: g.EndMS, Lease: &g}
 	case opHigh:
 		v, ok, err := c.High(ctx, req.Tag)
 		if err != nil {

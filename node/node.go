@@ -66,6 +66,11 @@ type Config struct {
 	Voters          int
 	DeadMemberAfter time.Duration
 	Zone            string
+
+	// ClientOutputLimit and ClientOutputTimeout bound a client's unread
+	// replies (resp.Config); zero means resp's defaults.
+	ClientOutputLimit   int
+	ClientOutputTimeout time.Duration
 }
 
 // Node is a running node.
@@ -85,6 +90,8 @@ type Node struct {
 	ln           net.Listener
 	checkInLater bool // the start could not reach the cluster
 	conflicted   atomic.Pointer[error]
+	incarnation  atomic.Uint64 // this start's number (restart.go)
+	leaseChecked atomic.Bool   // a renewal of this start was committed
 	served       chan error
 	stop         context.CancelFunc
 	background   sync.WaitGroup
@@ -227,7 +234,7 @@ func Open(cfg Config) (_ *Node, err error) {
 		Password: cfg.RequirePass, Limits: cfg.Limits, Version: cfg.Version, NodeID: n.ID,
 		Port: n.ln.Addr().(*net.TCPAddr).Port, Bind: cfg.Bind, Logger: cfg.Logger, MaxClients: cfg.MaxClients,
 		Segments: n.Segments, Cluster: n.Cluster, RequestTimeout: n.Cluster.Timing().Request, Ready: ready.Load,
-		Debug: cfg.Debug,
+		Debug: cfg.Debug, ClientOutputLimit: cfg.ClientOutputLimit, ClientOutputTimeout: cfg.ClientOutputTimeout,
 	}, n.ids)
 	var serving net.Listener = n.ln
 	if cfg.TLSServer != nil {
@@ -236,8 +243,15 @@ func Open(cfg Config) (_ *Node, err error) {
 	go func() { n.served <- n.Server.Serve(serving) }()
 	closers = append(closers, func() { n.Server.Close() })
 
+	copied, err := n.checkCopy()
+	if err != nil {
+		return nil, err
+	}
 	worker, startAbove, lease, err := n.workerID()
 	if err != nil {
+		return nil, err
+	}
+	if startAbove, lease, err = n.startLease(worker, startAbove, lease, copied); err != nil {
 		return nil, err
 	}
 	n.Worker = worker
@@ -477,12 +491,18 @@ func (n *Node) renewLease(ctx context.Context) {
 		wait := lease / 4
 		if st.LeaseEndMS-max(wall, st.LastTimeMS) < lease.Milliseconds()*3/4 {
 			rctx, cancel := context.WithTimeout(ctx, min(n.Cluster.Timing().Call, lease/2))
-			end, err := n.Cluster.RenewLease(rctx, n.Worker, max(wall, st.LastTimeMS)+lease.Milliseconds())
+			inc := n.incarnation.Load()
+			g, err := n.Cluster.RenewLeaseAs(rctx, n.Worker, max(wall, st.LastTimeMS)+lease.Milliseconds(), inc)
 			cancel()
+			if err == nil && !n.leaseChecked.Swap(true) && g.RolledBack(inc) {
+				n.log.Error("this data directory is older than what the cluster committed for this node (restored from a copy?), "+
+					"and the node could not tell at start: IDs it issued since the start may repeat earlier ones",
+					"incarnation", inc, "incarnation_in_cluster", g.PrevIncarnation)
+			}
 			switch {
 			case err == nil:
-				n.Gen.SetLease(end)
-				n.Segments.SetLeaseEnd(n.wallOf(end))
+				n.Gen.SetLease(g.EndMS)
+				n.Segments.SetLeaseEnd(n.wallOf(g.EndMS))
 				n.Gen.SetLeaseProblem("")
 			case errors.Is(err, cluster.ErrNotMember):
 				n.Gen.SetLeaseProblem("this node is no longer a member of the cluster (CLUSTER FORGET?); start it on an empty --dir to join again")

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tidwall/redcon"
@@ -65,16 +66,56 @@ const MaxCount = 10000
 // MaxKeyLen is the longest buyer (and tag) in bytes.
 const MaxKeyLen = 256
 
+// commandTable is every command the server answers, by lower-case name.
+// Each topic file lists its own commands; loadCommandTable puts them
+// together, once, when the first Server is made. (It is not a var with an
+// initialiser because the handlers of COMMAND, EXEC and INFO read the
+// table, which Go refuses as an initialisation cycle.)
 var commandTable map[string]*command
 
-func init() {
-	commandTable = map[string]*command{}
-	for _, d := range []*command{
+var loadCommandsOnce sync.Once
+
+// loadCommandTable builds commandTable from the topic files' lists and
+// numbers the commands in name order for the per-command counters.
+func loadCommandTable() {
+	loadCommandsOnce.Do(func() {
+		commandTable = buildCommandTable(idCommands(), connCommands(), tagCommands(), uuidCommands(), debugCommands())
+		for i, name := range sortedCommandNames() {
+			commandTable[name].index = i
+		}
+	})
+}
+
+// buildCommandTable indexes the lists by name; a name listed twice is a
+// programming error.
+func buildCommandTable(lists ...[]*command) map[string]*command {
+	t := map[string]*command{}
+	for _, list := range lists {
+		for _, d := range list {
+			if t[d.name] != nil {
+				panic("resp: command " + d.name + " listed twice")
+			}
+			t[d.name] = d
+		}
+	}
+	return t
+}
+
+// idCommands issue and take apart snowflake and gene IDs.
+func idCommands() []*command {
+	return []*command{
 		{name: "nextid", arity: -1, flags: []string{"write", "fast"}, summary: "Issue a snowflake ID, or count of them", handler: cmdNextID, run: runNextID, runArgs: 1},
 		{name: "nextidruns", arity: 2, flags: []string{"write", "fast"}, summary: "Issue count snowflake IDs as runs [first, last] of consecutive IDs", handler: cmdNextIDRuns},
 		{name: "geneid", arity: -2, flags: []string{"write", "fast"}, summary: "Issue an ID carrying the buyer's shard gene", handler: cmdGeneID, run: runGeneID, runArgs: 2},
 		{name: "geneof", arity: 2, flags: []string{"readonly", "fast"}, summary: "The shard gene of a buyer", handler: cmdGeneOf},
 		{name: "decode", arity: 2, flags: []string{"readonly", "fast"}, summary: "Take an ID apart: time, worker, sequence, gene; a UUIDv7's time", handler: cmdDecode},
+	}
+}
+
+// connCommands are the connection, transaction and introspection commands
+// a Redis client expects.
+func connCommands() []*command {
+	return []*command{
 		{name: "ping", arity: -1, whileLoading: true, flags: []string{"fast"}, summary: "Ping the server", handler: cmdPing},
 		{name: "echo", arity: 2, whileLoading: true, flags: []string{"fast"}, summary: "Echo the argument", handler: cmdEcho},
 		{name: "quit", arity: -1, whileLoading: true, beforeAuth: true, flags: []string{"fast"}, summary: "Close the connection", handler: cmdQuit},
@@ -92,16 +133,6 @@ func init() {
 		{name: "watch", arity: -2, keys: allKeys, whileLoading: true, flags: []string{"fast"}, summary: "Refused: use INCRBY or SET NX", handler: cmdWatch},
 		{name: "unwatch", arity: 1, whileLoading: true, flags: []string{"fast"}, summary: "Forget a refused WATCH", handler: cmdUnwatch},
 		{name: "time", arity: 1, whileLoading: true, flags: []string{"fast"}, summary: "The server time", handler: cmdTime},
-	} {
-		commandTable[d.name] = d
-	}
-	indexCommands()
-}
-
-// indexCommands numbers the table in name order for per-command counters.
-func indexCommands() {
-	for i, name := range sortedCommandNames() {
-		commandTable[name].index = i
 	}
 }
 

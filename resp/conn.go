@@ -1,8 +1,10 @@
 package resp
 
 import (
+	"errors"
 	"io"
 	"net"
+	"os"
 	"time"
 
 	"github.com/tidwall/redcon"
@@ -15,40 +17,95 @@ import (
 // is kept for what it does well, its reply encoding: every reply is
 // appended with redcon's Append functions, so the bytes are the ones
 // redcon's server wrote before.
+//
+// Replies are bounded per client (Config.ClientOutputLimit): once the
+// replies not yet written reach the limit, they are written at once, in the
+// middle of a pipeline, of an EXEC or of one command's array, and the
+// command goes on only when the client has taken them. A client that takes
+// none of a write for ClientOutputTimeout (at most twice that) is closed.
+// Memory held for a client's replies is so at most the limit plus one reply
+// element.
 
 const (
-	readBufferSize = 4 << 10   // a connection's read buffer to begin with
-	keptBufferSize = 64 << 10  // a larger read or write buffer is let go once drained
-	flushAt        = 256 << 10 // replies written out before a read's commands are all answered
+	readBufferSize = 4 << 10  // a connection's read buffer to begin with
+	keptBufferSize = 64 << 10 // a larger read or write buffer is let go once drained
 )
+
+// DefaultClientOutputLimit is the most reply bytes a client's connection
+// holds before they are written (--client-output-limit): 256 KiB, the
+// point past which a pipeline's replies were already written early, so
+// replies are written in the chunks the serve loop was measured with, and
+// 10000 clients that all stop reading hold at most about 2.5 GiB.
+const DefaultClientOutputLimit = 256 << 10
+
+// DefaultClientOutputTimeout is how long a write of replies may wait for
+// the client to read them before the client is closed
+// (--client-output-timeout; a write may wait up to twice it): 10 s, so
+// that a client that reads, even one stalled for seconds by a GC pause or a
+// loaded machine, is never closed, and one that stopped reading holds its
+// goroutine and at most the limit for 20 s.
+const DefaultClientOutputTimeout = 10 * time.Second
 
 // connection is the wire side of a client: the socket and the replies not
 // yet written. It is the redcon.Conn the handlers write to; only its own
 // goroutine uses it, except Close from Server.Close.
 type connection struct {
-	nc     net.Conn
-	addr   string
-	ctx    any
-	out    []byte // replies not yet written
-	err    error  // the first write error; nothing is written after it
-	closed bool   // Close was called: answer nothing more
+	nc       net.Conn
+	addr     string
+	ctx      any
+	out      []byte        // replies not yet written
+	limit    int           // out is written once it holds this many bytes
+	timeout  time.Duration // a write the client does not take in this long closes it
+	deadline time.Time     // the socket's write deadline
+	err      error         // the first write error; nothing is written after it
+	closed   bool          // Close was called: answer nothing more
 }
 
 var _ redcon.Conn = (*connection)(nil)
 
-// flush writes the replies so far.
-func (cn *connection) flush() error {
+// errSlowClient is the write error of a client that did not read its
+// replies within the client output timeout.
+var errSlowClient = errors.New("client did not read its replies within the client output timeout")
+
+// write writes the replies so far and keeps the buffer. After a write
+// error the replies are dropped as they come: the connection is ending.
+func (cn *connection) write() error {
 	if len(cn.out) == 0 || cn.err != nil {
 		cn.out = cn.out[:0]
 		return cn.err
 	}
-	_, cn.err = cn.nc.Write(cn.out)
+	// The deadline moves only when less than the timeout is left, to twice
+	// the timeout ahead: every write has between the timeout and twice it,
+	// and most writes cost a clock read instead of a SetWriteDeadline.
+	if now := time.Now(); cn.deadline.Sub(now) < cn.timeout {
+		cn.deadline = now.Add(2 * cn.timeout)
+		cn.nc.SetWriteDeadline(cn.deadline)
+	}
+	if _, err := cn.nc.Write(cn.out); err != nil {
+		cn.err = err
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			cn.err = errSlowClient
+		}
+	}
+	cn.out = cn.out[:0]
+	return cn.err
+}
+
+// flush writes the replies so far and lets a large buffer go.
+func (cn *connection) flush() error {
+	err := cn.write()
 	if cap(cn.out) > keptBufferSize {
 		cn.out = nil
-	} else {
-		cn.out = cn.out[:0]
 	}
-	return cn.err
+	return err
+}
+
+// grew writes the replies out once they reach the limit: a reply of any
+// size, or EXEC's array of them, streams in chunks of the limit.
+func (cn *connection) grew() {
+	if len(cn.out) >= cn.limit {
+		cn.write()
+	}
 }
 
 // Close writes what was answered and closes the connection (QUIT). The
@@ -77,17 +134,20 @@ func (cn *connection) SetContext(v any) { cn.ctx = v }
 
 // The reply writers append to the output buffer.
 
-func (cn *connection) WriteError(msg string)       { cn.out = redcon.AppendError(cn.out, msg) }
-func (cn *connection) WriteString(str string)      { cn.out = redcon.AppendString(cn.out, str) }
-func (cn *connection) WriteBulk(bulk []byte)       { cn.out = redcon.AppendBulk(cn.out, bulk) }
-func (cn *connection) WriteBulkString(bulk string) { cn.out = redcon.AppendBulkString(cn.out, bulk) }
-func (cn *connection) WriteInt(num int)            { cn.out = redcon.AppendInt(cn.out, int64(num)) }
-func (cn *connection) WriteInt64(num int64)        { cn.out = redcon.AppendInt(cn.out, num) }
-func (cn *connection) WriteUint64(num uint64)      { cn.out = redcon.AppendUint(cn.out, num) }
-func (cn *connection) WriteArray(count int)        { cn.out = redcon.AppendArray(cn.out, count) }
-func (cn *connection) WriteNull()                  { cn.out = redcon.AppendNull(cn.out) }
-func (cn *connection) WriteRaw(data []byte)        { cn.out = append(cn.out, data...) }
-func (cn *connection) WriteAny(v any)              { cn.out = redcon.AppendAny(cn.out, v) }
+func (cn *connection) WriteError(msg string)  { cn.out = redcon.AppendError(cn.out, msg); cn.grew() }
+func (cn *connection) WriteString(str string) { cn.out = redcon.AppendString(cn.out, str); cn.grew() }
+func (cn *connection) WriteBulk(bulk []byte)  { cn.out = redcon.AppendBulk(cn.out, bulk); cn.grew() }
+func (cn *connection) WriteBulkString(bulk string) {
+	cn.out = redcon.AppendBulkString(cn.out, bulk)
+	cn.grew()
+}
+func (cn *connection) WriteInt(num int)       { cn.out = redcon.AppendInt(cn.out, int64(num)); cn.grew() }
+func (cn *connection) WriteInt64(num int64)   { cn.out = redcon.AppendInt(cn.out, num); cn.grew() }
+func (cn *connection) WriteUint64(num uint64) { cn.out = redcon.AppendUint(cn.out, num); cn.grew() }
+func (cn *connection) WriteArray(count int)   { cn.out = redcon.AppendArray(cn.out, count); cn.grew() }
+func (cn *connection) WriteNull()             { cn.out = redcon.AppendNull(cn.out); cn.grew() }
+func (cn *connection) WriteRaw(data []byte)   { cn.out = append(cn.out, data...); cn.grew() }
+func (cn *connection) WriteAny(v any)         { cn.out = redcon.AppendAny(cn.out, v); cn.grew() }
 
 // WriteBulkFrom writes n bytes of rb as a bulk string.
 func (cn *connection) WriteBulkFrom(n int64, rb io.Reader) {
@@ -109,7 +169,7 @@ func (cn *connection) ReadPipeline() []redcon.Command { return nil }
 func (cn *connection) PeekPipeline() []redcon.Command { return nil }
 
 // serveConn runs a connection until it closes: read, answer every complete
-// frame, write once.
+// frame, write once (and on the way whenever the replies reach the limit).
 func (s *Server) serveConn(c *client, cn *connection) {
 	defer func() {
 		cn.nc.Close()
@@ -135,7 +195,7 @@ func (s *Server) serveConn(c *client, cn *connection) {
 		}
 		n, readErr := cn.nc.Read(buf[end:])
 		end += n
-		for start < end && !cn.closed {
+		for start < end && !cn.closed && cn.err == nil {
 			args, used, refused := p.parse(buf[start:end], !c.authed)
 			if refused != nil {
 				s.refuseFrame(cn, refused)
@@ -149,11 +209,9 @@ func (s *Server) serveConn(c *client, cn *connection) {
 			if args != nil {
 				start += s.handle(c, cn, &p, args, frame, buf[start:end])
 			}
-			if len(cn.out) >= flushAt && cn.flush() != nil {
-				return
-			}
 		}
 		if cn.closed || cn.flush() != nil || readErr != nil {
+			s.slowClient(cn)
 			return
 		}
 		if start == end {
@@ -165,13 +223,26 @@ func (s *Server) serveConn(c *client, cn *connection) {
 	}
 }
 
+// slowClient counts and logs a connection closed because the client did
+// not read its replies (Redis counts these as
+// client_output_buffer_limit_disconnections).
+func (s *Server) slowClient(cn *connection) {
+	if cn.err != errSlowClient {
+		return
+	}
+	if n := s.stats.slowClients.Add(1); n == 1 || n%1000 == 0 {
+		s.cfg.Logger.Warn("closing a client that does not read its replies", "remote", cn.addr,
+			"client_output_limit", cn.limit, "client_output_timeout", cn.timeout, "closed_so_far", n)
+	}
+}
+
 // refuseFrame answers a frame the guard refused, after the replies to the
 // commands before it, and ends the connection.
 func (s *Server) refuseFrame(cn *connection, refused *errProtocol) {
 	s.errorsByCode[len(ErrorCodes)-1].Add(1) // PROTOCOL
 	s.cfg.Logger.Debug("protocol error, closing connection", "remote", cn.addr, "err", refused)
 	cn.out = redcon.AppendError(cn.out, "ERR "+refused.Error())
-	cn.nc.SetWriteDeadline(time.Now().Add(time.Second))
+	cn.timeout, cn.deadline = min(cn.timeout, time.Second/2), time.Time{} // at most a second
 	if cn.flush() != nil {
 		return
 	}

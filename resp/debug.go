@@ -52,10 +52,12 @@ const errDebugDisabled = `ERR DEBUG command not allowed. If the enable-debug-com
 // is a typo, not a test.
 const maxDebugOffset = 24 * time.Hour
 
-func init() {
-	commandTable["debug"] = &command{name: "debug", arity: -2, flags: []string{"admin", "noscript", "loading", "stale", "protected"},
-		summary: "Debugging commands (only with --enable-debug-command): CLOCK [offset-ms]", handler: cmdDebug}
-	indexCommands()
+// debugCommands is DEBUG, refused unless the server was given a DebugClock.
+func debugCommands() []*command {
+	return []*command{
+		{name: "debug", arity: -2, flags: []string{"admin", "noscript", "loading", "stale", "protected"},
+			summary: "Debugging commands (only with --enable-debug-command): CLOCK [offset-ms]", handler: cmdDebug},
+	}
 }
 
 // cmdDebug: DEBUG CLOCK answers the clock offset in milliseconds; DEBUG

@@ -107,6 +107,7 @@ func (s *Server) infoClients() []string {
 		kv("connected_clients", s.connectedClients()),
 		kv("maxclients", s.cfg.MaxClients),
 		kv("rejected_connections", s.stats.rejected.Load()),
+		kv("client_output_buffer_limit_disconnections", s.stats.slowClients.Load()),
 	}
 }
 

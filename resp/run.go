@@ -131,6 +131,7 @@ func (s *Server) runIDs(c *client, cn *connection, n int, gene int64) int {
 	}
 	for _, id := range ids {
 		cn.out = redcon.AppendInt(cn.out, id)
+		cn.grew()
 	}
 	return len(ids)
 }
@@ -172,6 +173,7 @@ func runIncr(s *Server, c *client, cn *connection, tag []byte, n int) int {
 		s.cmdStats[c.cmd].issued.Add(int64(got))
 		for i := range got { // not v <= last: last may be the largest int64
 			cn.out = redcon.AppendInt(cn.out, first+int64(i))
+			cn.grew()
 		}
 		done += got
 	}

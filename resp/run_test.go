@@ -199,7 +199,7 @@ func BenchmarkDispatch(b *testing.B) {
 		for _, pipeline := range []int{1, 32} {
 			b.Run(bc.name+"/P"+strconv.Itoa(pipeline), func(b *testing.B) {
 				in := []byte(frames(repeat(bc.cmd, pipeline)...))
-				cn := &connection{}
+				cn := &connection{limit: DefaultClientOutputLimit}
 				c := &client{conn: cn, proto: 2, authed: true}
 				cn.SetContext(c)
 				p := frameParser{lim: DefaultLimits()}

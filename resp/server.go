@@ -48,6 +48,14 @@ type Config struct {
 	// says loading:1. Once true it is not asked again. nil: ready at once.
 	Ready func() bool
 	Debug DebugClock // DEBUG CLOCK (--enable-debug-command); nil: DEBUG refused as Redis does
+	// ClientOutputLimit bounds the reply bytes a connection holds: past
+	// it they are written before the command goes on (see conn.go).
+	// DefaultClientOutputLimit when 0.
+	ClientOutputLimit int
+	// ClientOutputTimeout is how long a write of replies waits for the
+	// client to read (at most twice it); a client that takes none in that
+	// time is closed. DefaultClientOutputTimeout when 0.
+	ClientOutputTimeout time.Duration
 }
 
 // RedisVersion is the Redis version whose behaviour the server follows; it
@@ -78,6 +86,7 @@ type stats struct {
 	connections  atomic.Int64 // accepted, ever
 	commands     atomic.Int64
 	rejected     atomic.Int64 // connections refused at --maxclients
+	slowClients  atomic.Int64 // connections closed for not reading their replies
 	errorReplies atomic.Int64 // error replies written (frames refused not included)
 }
 
@@ -95,6 +104,13 @@ func New(cfg Config, ids IDSource) *Server {
 	if cfg.MaxClients == 0 {
 		cfg.MaxClients = 10000
 	}
+	if cfg.ClientOutputLimit == 0 {
+		cfg.ClientOutputLimit = DefaultClientOutputLimit
+	}
+	if cfg.ClientOutputTimeout == 0 {
+		cfg.ClientOutputTimeout = DefaultClientOutputTimeout
+	}
+	loadCommandTable()
 	return &Server{cfg: cfg, ids: ids, uuids: engine.NewUUIDv7(cfg.Now, rand.Reader), started: time.Now(), clients: map[*client]struct{}{},
 		cmdStats: make([]commandStats, len(commandTable)), errorsByCode: make([]atomic.Int64, len(ErrorCodes))}
 }
@@ -171,7 +187,7 @@ func (s *Server) closeClients() {
 
 // accept registers a new connection, or refuses it at --maxclients.
 func (s *Server) accept(nc net.Conn) *client {
-	cn := &connection{nc: nc, addr: nc.RemoteAddr().String()}
+	cn := &connection{nc: nc, addr: nc.RemoteAddr().String(), limit: s.cfg.ClientOutputLimit, timeout: s.cfg.ClientOutputTimeout}
 	c := &client{
 		id:      s.nextClientID.Add(1),
 		conn:    cn,
@@ -241,8 +257,8 @@ func equalFoldASCII(b []byte, lower string) bool {
 	return true
 }
 
-// commandIndex is commandTable by nameSlot, built once, after every file's
-// table rows are in.
+// commandIndex is commandTable by nameSlot, built once, on the first
+// lookup (after NewServer has loaded the table).
 var commandIndex = sync.OnceValue(func() (index [64][]*command) {
 	for _, name := range sortedCommandNames() {
 		slot := nameSlot([]byte(name))

@@ -82,6 +82,7 @@ func (s *Server) ErrorCounts() map[string]int64 {
 // Counters are the server's connection totals, for metrics.
 type Counters struct {
 	Connections, Clients, Rejected int64
+	SlowClients                    int64 // closed for not reading their replies
 }
 
 // Counters reports totals.
@@ -90,6 +91,7 @@ func (s *Server) Counters() Counters {
 		Connections: s.stats.connections.Load(),
 		Clients:     int64(s.connectedClients()),
 		Rejected:    s.stats.rejected.Load(),
+		SlowClients: s.stats.slowClients.Load(),
 	}
 }
 

@@ -1,6 +1,8 @@
 package resp
 
 import (
+	"slices"
+
 	"github.com/tidwall/redcon"
 )
 
@@ -20,6 +22,18 @@ import (
 // issuing. INCRBY and SET NX do those jobs atomically. So that a client
 // that ignores the refusal is not misled, the next EXEC on the connection
 // fails with EXECABORT.
+//
+// EXEC's replies stream as they grow (conn.go): a transaction of 100,000
+// UUIDV7 10000 is 43 GB of replies, written in chunks of the client output
+// limit as the client reads them. When the connection fails on the way (the
+// client left, or read nothing for the client output timeout and was
+// closed), EXEC still runs the queued commands that change state (SET,
+// SETNX, CLUSTER, ...), so that the transaction does what it was sent to
+// do, as Redis runs the whole of it, and skips the others: reads, whose
+// replies no one can receive, and the commands whose only effect is the
+// values in their replies, whose values are then never issued (what a
+// client that disconnects before sending them gets: no value is lost or
+// repeated).
 
 // Limits on one connection's queued transaction, so that MULTI cannot grow
 // memory without bound.
@@ -40,6 +54,17 @@ type txState struct {
 type queuedCommand struct {
 	def  *command
 	args [][]byte
+}
+
+// issueOnly are the commands whose only effect is the values in their
+// reply.
+var issueOnly = map[string]bool{"nextid": true, "nextidruns": true, "geneid": true, "uuidv7": true,
+	"incr": true, "incrby": true, "nextseg": true}
+
+// changesState reports whether a queued command does more than answer:
+// EXEC runs it even once the connection has failed.
+func changesState(def *command) bool {
+	return !issueOnly[def.name] && (slices.Contains(def.flags, "write") || slices.Contains(def.flags, "admin"))
 }
 
 // reset ends the transaction and forgets WATCH, as EXEC and DISCARD do.
@@ -103,7 +128,11 @@ func cmdExec(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 		// in Redis (flags=x); nothing queued can change it.
 		conn.WriteArray(len(tx.queue))
 		errorsBefore := c.errors
+		cn, _ := conn.(*connection)
 		for _, q := range tx.queue {
+			if cn != nil && cn.err != nil && !changesState(q.def) {
+				continue // the client is gone: see above
+			}
 			s.dispatch(c, conn, q.def, q.args)
 		}
 		// The queued commands' errors are theirs (each counted its own

@@ -8,13 +8,11 @@ import (
 	"idserver/engine"
 )
 
-func init() {
-	for _, d := range []*command{
+// uuidCommands issue RFC 9562 UUIDv7s.
+func uuidCommands() []*command {
+	return []*command{
 		{name: "uuidv7", arity: -1, flags: []string{"write", "fast"}, summary: "Issue an RFC 9562 UUIDv7, or count of them, strictly increasing", handler: cmdUUIDv7},
-	} {
-		commandTable[d.name] = d
 	}
-	indexCommands()
 }
 
 // cmdUUIDv7 answers UUIDV7 [count]: a bulk string, or an array of count.

@@ -14,9 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bwmarrin/snowflake"
-	"github.com/sony/sonyflake/v2"
-
+	"idserver/bench/internal/peers"
 	"idserver/engine"
 )
 
@@ -40,14 +38,8 @@ func (m *memHighWater) SetHighWaterSync(ms int64) error {
 	return nil
 }
 
-// generator makes one ID generator; wide: 16 sequence bits instead of 12.
-type generator struct {
-	name string
-	make func(b *testing.B, wide bool) func() (int64, error)
-}
-
-var generators = []generator{
-	{"idserver-engine", func(b *testing.B, wide bool) func() (int64, error) {
+var generators = []peers.Generator{
+	{Name: "idserver-engine", Make: func(b *testing.B, wide bool) func() (int64, error) {
 		layout := engine.DefaultLayout()
 		if wide {
 			layout.WorkerBits, layout.SeqBits = 6, 16
@@ -62,30 +54,8 @@ var generators = []generator{
 		b.Cleanup(func() { gen.Close() })
 		return gen.NextID
 	}},
-	{"bwmarrin-snowflake", func(b *testing.B, wide bool) func() (int64, error) {
-		// NewNode reads the package's bit widths; restore them after.
-		if wide {
-			snowflake.NodeBits, snowflake.StepBits = 6, 16
-			defer func() { snowflake.NodeBits, snowflake.StepBits = 10, 12 }()
-		}
-		node, err := snowflake.NewNode(1)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return func() (int64, error) { return node.Generate().Int64(), nil }
-	}},
-	{"sonyflake-v2", func(b *testing.B, wide bool) func() (int64, error) {
-		// Its default: 10 ms ticks, 8 sequence bits (25,600 IDs/s).
-		st := sonyflake.Settings{MachineID: func() (int, error) { return 1, nil }}
-		if wide {
-			st.BitsSequence, st.BitsMachineID = 16, 8
-		}
-		sf, err := sonyflake.New(st)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return sf.NextID
-	}},
+	peers.Snowflake,
+	peers.Sonyflake,
 }
 
 // BenchmarkEngine: one op is one ID. Default is each generator's default
@@ -94,33 +64,7 @@ var generators = []generator{
 // generator's own cost shows. Single is one goroutine, Parallel
 // b.RunParallel.
 func BenchmarkEngine(b *testing.B) {
-	for _, layout := range []string{"Default", "Wide"} {
-		for _, g := range generators {
-			b.Run(layout+"/Single/"+g.name, func(b *testing.B) {
-				next := g.make(b, layout == "Wide")
-				b.ReportAllocs()
-				b.ResetTimer()
-				for b.Loop() {
-					if _, err := next(); err != nil {
-						b.Fatal(err)
-					}
-				}
-			})
-			b.Run(layout+"/Parallel/"+g.name, func(b *testing.B) {
-				next := g.make(b, layout == "Wide")
-				b.ReportAllocs()
-				b.ResetTimer()
-				b.RunParallel(func(pb *testing.PB) {
-					for pb.Next() {
-						if _, err := next(); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				})
-			})
-		}
-	}
+	peers.Run(b, generators)
 }
 
 // TestEngineIsUniqueAndIncreasing keeps the benchmark honest: the

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"idserver/internal/testproc"
 )
 
 // statefulSet is a set of pods with stable addresses.
@@ -40,7 +42,7 @@ func (p *pod) addr() string { return "127.0.0.1:" + p.port }
 func newStatefulSet(t *testing.T, n int, flags ...string) *statefulSet {
 	s := &statefulSet{t: t, flags: flags}
 	for i := range n {
-		p := &pod{i: i, port: strconv.Itoa(freePort(t)), raft: strconv.Itoa(freePort(t)), dir: t.TempDir()}
+		p := &pod{i: i, port: strconv.Itoa(testproc.FreePort(t)), raft: strconv.Itoa(testproc.FreePort(t)), dir: t.TempDir()}
 		p.rdb = redis.NewClient(&redis.Options{Addr: p.addr(), MaxRetries: -1, DialTimeout: 300 * time.Millisecond,
 			ReadTimeout: 15 * time.Second, PoolSize: 4})
 		t.Cleanup(func() { p.rdb.Close() })
@@ -381,7 +383,7 @@ func rolling(t *testing.T, size int, fresh bool, rounds int) {
 			}
 		}
 		killed := time.Now()
-		s.pods[victim].p.kill()
+		s.pods[victim].p.Kill()
 		time.Sleep(200 * time.Millisecond) // the pod's replacement is scheduled
 		if err := s.start(victim, fresh); err != nil {
 			close(stop)
@@ -451,7 +453,7 @@ func TestWholeStatefulSetRestartsAtOnce(t *testing.T) {
 	wg := loadEvery(s, h, stop)
 	time.Sleep(time.Second)
 	for _, p := range s.pods {
-		p.p.kill()
+		p.p.Kill()
 	}
 	killed := time.Now()
 	errs := make(chan error, len(s.pods))
@@ -541,7 +543,7 @@ func TestGrowthBeyondVoters(t *testing.T) {
 	free0 := freeAt()
 	kill := func(i int) {
 		dead[i] = true
-		s.pods[i].p.kill()
+		s.pods[i].p.Kill()
 	}
 	// A voter that does not lead, then the leader.
 	l := s.leader(alive)
@@ -595,8 +597,8 @@ func TestAutopilotMisconfigurationExits2(t *testing.T) {
 		}
 	}
 	p := startProc(t, t.TempDir(), "--voters", "4")
-	if !strings.Contains(p.logText(), "--voters 4 is even") {
-		t.Fatalf("no warning for an even --voters:\n%s", p.logText())
+	if !strings.Contains(p.Log(), "--voters 4 is even") {
+		t.Fatalf("no warning for an even --voters:\n%s", p.Log())
 	}
 	p.stop()
 }
@@ -605,7 +607,7 @@ func TestAutopilotMisconfigurationExits2(t *testing.T) {
 // refused, and its error says why, not "no leader reachable".
 func TestRefusedJoinerNamesTheReason(t *testing.T) {
 	first := startProc(t, t.TempDir())
-	code, out := runToExit(t, "--dir", t.TempDir(), "--port", "0", "--raft-addr", "127.0.0.1:0", "--join", first.addr,
+	code, out := runToExit(t, "--dir", t.TempDir(), "--port", "0", "--raft-addr", "127.0.0.1:0", "--join", first.Addr,
 		"--worker-bits", "8", "--seq-bits", "14")
 	if code == 0 || !strings.Contains(out, "layout") || strings.Contains(out, "no leader reachable") {
 		t.Fatalf("joiner with another layout: exit %d, want a refusal naming the layout:\n%s", code, out)

@@ -49,7 +49,7 @@ func TestMatrixGoRedis(t *testing.T) {
 	ctx := context.Background()
 	for pass, p := range matrixServers(t) {
 		for _, proto := range []int{2, 3} {
-			rdb := redis.NewClient(&redis.Options{Addr: p.addr, Protocol: proto, Password: pass})
+			rdb := redis.NewClient(&redis.Options{Addr: p.Addr, Protocol: proto, Password: pass})
 			defer rdb.Close()
 			gid, err := rdb.Do(ctx, "GENEID", "12345").Int64()
 			if err != nil {
@@ -101,7 +101,7 @@ func TestMatrixGoRedis(t *testing.T) {
 func TestMatrixRueidis(t *testing.T) {
 	ctx := context.Background()
 	for pass, p := range matrixServers(t) {
-		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{p.addr}, Password: pass, DisableCache: true})
+		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{p.Addr}, Password: pass, DisableCache: true})
 		if err != nil {
 			t.Fatalf("rueidis pw=%q: %v", pass, err)
 		}
@@ -160,7 +160,7 @@ func TestMatrixRedisCLIAndBenchmark(t *testing.T) {
 		}
 		for _, proto := range []string{"-2", "-3"} {
 			run := func(args ...string) string {
-				cmd := exec.Command(cli, append(append([]string{"-p", p.port, proto}, auth...), args...)...)
+				cmd := exec.Command(cli, append(append([]string{"-p", p.Port, proto}, auth...), args...)...)
 				out, err := cmd.CombinedOutput()
 				if err != nil || strings.Contains(strings.ToLower(string(out)), "warn") || strings.HasPrefix(string(out), "ERR") {
 					t.Fatalf("redis-cli %s %v: %v\n%s", proto, args, err, out)
@@ -175,7 +175,7 @@ func TestMatrixRedisCLIAndBenchmark(t *testing.T) {
 			run("INCR", "cli")
 		}
 		for _, proto := range [][]string{nil, {"-3"}} {
-			args := append([]string{"-p", p.port, "-n", "20000", "-q"}, proto...)
+			args := append([]string{"-p", p.Port, "-n", "20000", "-q"}, proto...)
 			if pass != "" {
 				args = append(args, "-a", pass)
 			}
@@ -194,7 +194,7 @@ func TestMatrixPythonRedis(t *testing.T) {
 	}
 	script := filepath.Join(repoRoot(t), "clients", "python_matrix.py")
 	for pass, p := range matrixServers(t) {
-		args := []string{script, "127.0.0.1", p.port}
+		args := []string{script, "127.0.0.1", p.Port}
 		if pass != "" {
 			args = append(args, pass)
 		}
@@ -214,7 +214,7 @@ func TestMatrixNodeClients(t *testing.T) {
 	}
 	script := filepath.Join(repoRoot(t), "clients", "node_matrix.js")
 	for pass, p := range matrixServers(t) {
-		args := []string{script, "127.0.0.1", p.port}
+		args := []string{script, "127.0.0.1", p.Port}
 		if pass != "" {
 			args = append(args, pass)
 		}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -12,17 +11,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-)
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+	"idserver/internal/testproc"
+)
 
 // member is one node of a process cluster, with fixed ports so that a
 // restart keeps its addresses.
@@ -51,7 +42,7 @@ func startMembers(t *testing.T, n int) []*member {
 	t.Helper()
 	members := make([]*member, n)
 	for i := range members {
-		members[i] = &member{dir: t.TempDir(), port: strconv.Itoa(freePort(t)), raft: strconv.Itoa(freePort(t))}
+		members[i] = &member{dir: t.TempDir(), port: strconv.Itoa(testproc.FreePort(t)), raft: strconv.Itoa(testproc.FreePort(t))}
 		if i > 0 {
 			members[i].join = "127.0.0.1:" + members[0].port
 		}
@@ -176,7 +167,7 @@ func TestThreeProcessesSurviveLeaderKill(t *testing.T) {
 	if killed == nil {
 		t.Fatalf("leader %q is none of the members", leaderAddr)
 	}
-	killed.p.kill()
+	killed.p.Kill()
 	atKill := count()
 	time.Sleep(3 * time.Second)
 	afterKill := count()
@@ -226,7 +217,7 @@ func TestIncrLoadCausesFewRaftApplies(t *testing.T) {
 	}
 	before := applies()
 	start := time.Now()
-	out, err := exec.Command(bench, "-p", p.port, "-c", "50", "-P", "32", "-n", "2000000", "INCR", "counter").CombinedOutput()
+	out, err := exec.Command(bench, "-p", p.Port, "-c", "50", "-P", "32", "-n", "2000000", "INCR", "counter").CombinedOutput()
 	elapsed := time.Since(start)
 	if err != nil || !strings.Contains(string(out), "requests per second") {
 		t.Fatalf("redis-benchmark: %v\n%s", err, out)
@@ -258,7 +249,7 @@ func TestMemberRestartsOnANewRaftAddress(t *testing.T) {
 		}
 	}
 	moved.p.stop()
-	moved.raft = strconv.Itoa(freePort(t))
+	moved.raft = strconv.Itoa(testproc.FreePort(t))
 	moved.start(t)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		info := clusterInfo(t, c)

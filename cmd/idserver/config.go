@@ -47,6 +47,11 @@ type Config struct {
 	Zone        string
 	ShowVersion bool
 	EnableDebug bool // DEBUG CLOCK steps the clock IDs are issued on (fault tests only)
+
+	// ClientOutputLimit and ClientOutputTimeout bound the replies a client
+	// has not read yet (resp.Config).
+	ClientOutputLimit   int
+	ClientOutputTimeout time.Duration
 }
 
 // parseConfig reads flags, then IDSERVER_<NAME> from the environment for
@@ -64,7 +69,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.StringVar(&c.Join, "join", "", "RESP address (host:port) of a cluster member to join, or a comma-separated list (a StatefulSet's pods, this one's own among them: the first bootstraps when none of the others answers)")
 	fs.StringVar(&c.Advertise, "advertise", "", "RESP address (host:port) clients and members reach this node at (default: the bound address)")
 	fs.StringVar(&c.RaftAdv, "raft-advertise", "", "Raft address (host:port) members reach this node at (default: the bound Raft address)")
-	fs.BoolVar(&c.Recover, "recover", false, "restart the cluster from this surviving member alone, after a majority is lost for good (see README)")
+	fs.BoolVar(&c.Recover, "recover", false, "restart the cluster from this surviving member alone, after a majority is lost for good (see docs/operations.md)")
 	fs.Int64Var(&c.RecoverSkip, "recover-skip", 1_000_000_000_000, "with --recover: how far every tag skips ahead, past what lost members may have allocated")
 	fs.DurationVar(&c.WorkerLease, "worker-lease", 10*time.Second, "how long the worker ID lease runs ahead; a node cut off from the quorum stops issuing IDs when it ends")
 	fs.Int64Var(&c.SegmentStep, "segment-step", 1000, "smallest segment a node fetches for a tag")
@@ -80,6 +85,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "text or json (log/slog on stderr)")
 	fs.IntVar(&c.MaxClients, "maxclients", 10000, "most client connections at once")
+	fs.IntVar(&c.ClientOutputLimit, "client-output-limit", resp.DefaultClientOutputLimit, "most reply bytes held for a client: past it they are written before the command goes on")
+	fs.DurationVar(&c.ClientOutputTimeout, "client-output-timeout", resp.DefaultClientOutputTimeout, "a client that takes none of a write of its replies for this long (at most twice it) is closed")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "PEM certificate: serve RESP (and Raft) over TLS")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", "", "host:port to serve Prometheus /metrics and /healthz on")
@@ -146,6 +153,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--log-format %q: text or json", c.LogFormat)
 	case c.MaxClients < 1:
 		return fmt.Errorf("--maxclients %d must be at least 1", c.MaxClients)
+	case c.ClientOutputLimit < 1024 || c.ClientOutputLimit > 1<<30:
+		return fmt.Errorf("--client-output-limit %d must be between 1024 and %d", c.ClientOutputLimit, 1<<30)
+	case c.ClientOutputTimeout < 100*time.Millisecond:
+		return fmt.Errorf("--client-output-timeout %v is too short (at least 100ms)", c.ClientOutputTimeout)
 	case (c.TLSCert == "") != (c.TLSKey == ""):
 		return errors.New("--tls-cert and --tls-key go together")
 	case c.Voters < 1:

@@ -32,6 +32,9 @@ func TestValidate(t *testing.T) {
 		{"not a whole millisecond, far ahead", []string{"--epoch", "2999-01-01T00:00:00.0005Z"}, "whole millisecond"},
 		{"widths do not add up", []string{"--time-bits", "40"}, "must be 63"},
 		{"segment step", []string{"--segment-step", "0"}, "--segment-step"},
+		{"client output limit too small", []string{"--client-output-limit", "100"}, "--client-output-limit 100 must be between"},
+		{"client output timeout too short", []string{"--client-output-timeout", "1ms"}, "--client-output-timeout 1ms is too short"},
+		{"client output limit and timeout", []string{"--client-output-limit", "65536", "--client-output-timeout", "2s"}, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -89,6 +89,7 @@ var (
 	descClients   = prometheus.NewDesc("idserver_connected_clients", "Open client connections.", nil, nil)
 	descConns     = prometheus.NewDesc("idserver_connections_total", "Client connections accepted.", nil, nil)
 	descRejected  = prometheus.NewDesc("idserver_rejected_connections_total", "Connections refused at --maxclients.", nil, nil)
+	descSlow      = prometheus.NewDesc("idserver_output_limit_disconnections_total", "Connections closed because the client did not read its replies (--client-output-timeout).", nil, nil)
 	descBorrow    = prometheus.NewDesc("idserver_clock_borrow_ms", "How far issued IDs run ahead of the wall clock.", nil, nil)
 	descHeadroom  = prometheus.NewDesc("idserver_window_headroom_ms", "Durable high-water minus the wall clock.", nil, nil)
 	descLease     = prometheus.NewDesc("idserver_worker_lease_remaining_ms", "Committed worker lease end minus the wall clock; IDs stop at 0.", nil, nil)
@@ -106,7 +107,7 @@ var (
 // Describe implements prometheus.Collector.
 func (m *metricsServer) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descCommands, descCmdErrors, descLatency, descErrors, descIDs, descValues,
-		descClients, descConns, descRejected, descBorrow, descHeadroom, descLease, descLeader, descTerm, descApplied, descApplies,
+		descClients, descConns, descRejected, descSlow, descBorrow, descHeadroom, descLease, descLeader, descTerm, descApplied, descApplies,
 		descBuffered, descStep, descVoters, descMembers, descFree} {
 		ch <- d
 	}
@@ -148,6 +149,7 @@ func (m *metricsServer) Collect(ch chan<- prometheus.Metric) {
 	gauge(descClients, float64(c.Clients))
 	counter(descConns, float64(c.Connections))
 	counter(descRejected, float64(c.Rejected))
+	counter(descSlow, float64(c.SlowClients))
 	st := src.gen.Status()
 	gauge(descBorrow, float64(st.BorrowMS))
 	gauge(descHeadroom, float64(st.WindowAheadMS))

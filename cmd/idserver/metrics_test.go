@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"idserver/internal/testproc"
 )
 
 func scrape(t *testing.T, url string) string {
@@ -39,10 +41,10 @@ func metricValue(t *testing.T, text, sample string) float64 {
 // and reads INFO the way ioredis's ready check does: "# Section" headers
 // and key:value lines.
 func TestMetricsMoveUnderLoadAndInfoParses(t *testing.T) {
-	maddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	maddr := "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t))
 	p := startProc(t, t.TempDir(), "--metrics-addr", maddr, "--log-format", "json")
-	if !strings.Contains(p.logText(), `"msg":"listening"`) {
-		t.Fatalf("--log-format json: log is\n%s", p.logText())
+	if !strings.Contains(p.Log(), `"msg":"listening"`) {
+		t.Fatalf("--log-format json: log is\n%s", p.Log())
 	}
 	if body := scrape(t, "http://"+maddr+"/healthz"); body != "ok\n" {
 		t.Fatalf("/healthz: %q", body)

@@ -3,10 +3,8 @@ package main
 // Tests against the real binary, started as a process on 127.0.0.1.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -18,67 +16,34 @@ import (
 	"regexp"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"idserver/engine"
+	"idserver/internal/testproc"
 )
 
 var binary string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "idserver-bin-")
+	bin, remove, err := testproc.Build()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binary = filepath.Join(dir, "idserver")
-	build := exec.Command("go", "build", "-o", binary, ".")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building idserver:", err)
-		os.Exit(1)
-	}
+	binary = bin
 	code := m.Run()
-	os.RemoveAll(dir)
+	remove()
 	os.Exit(code)
 }
 
-// proc is one idserver process.
+// proc is one idserver process of a test.
 type proc struct {
-	t    *testing.T
-	cmd  *exec.Cmd
-	addr string
-	port string
-	mu   sync.Mutex
-	log  bytes.Buffer
-	done chan struct{}
-	err  error // from Wait, once done is closed
+	*testproc.Server
+	t *testing.T
 }
-
-func (p *proc) logText() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.log.String()
-}
-
-// tlsReady, when set, is the client TLS config launch uses to wait for PING.
-var tlsReady *tls.Config
-
-// passwordFrom finds --requirepass in args.
-func passwordFrom(args []string) string {
-	for i := 0; i+1 < len(args); i++ {
-		if args[i] == "--requirepass" {
-			return args[i+1]
-		}
-	}
-	return ""
-}
-
-var listening = regexp.MustCompile(`msg=listening addr=(\S+)|"msg":"listening","addr":"([^"]+)"`)
 
 // startProc starts idserver on a free port with dir, waits until it answers
 // PING, and stops it (SIGKILL) when the test ends if it still runs.
@@ -91,87 +56,33 @@ func startProc(t *testing.T, dir string, args ...string) *proc {
 	return p
 }
 
+// launch is startProc with env added to the environment, returning the
+// process (if it started) with the error when it did not become ready.
 func launch(t *testing.T, dir string, env []string, args ...string) (*proc, error) {
 	t.Helper()
-	cmd := exec.Command(binary, append([]string{"--port", "0", "--dir", dir}, args...)...)
-	cmd.Env = append(os.Environ(), env...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		return nil, err
-	}
-	p := &proc{t: t, cmd: cmd, done: make(chan struct{})}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.log.WriteString(sc.Text() + "\n")
-			p.mu.Unlock()
-			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
-				select {
-				case found <- m[1] + m[2]:
-				default:
-				}
-			}
-		}
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			p.cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("server log (pid %d):\n%s", p.cmd.Process.Pid, p.logText())
-		}
-	})
-	select {
-	case p.addr = <-found:
-	case <-p.done:
-		return p, fmt.Errorf("idserver exited before listening: %v\n%s", p.err, p.logText())
-	case <-time.After(20 * time.Second):
-		return p, fmt.Errorf("idserver did not listen within 20s\n%s", p.logText())
-	}
-	_, p.port, _ = net.SplitHostPort(p.addr)
-	rdb := redis.NewClient(&redis.Options{Addr: p.addr, TLSConfig: tlsReady, Password: passwordFrom(args)})
-	defer rdb.Close()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if err := rdb.Ping(context.Background()).Err(); err == nil {
-			return p, nil
-		} else if time.Now().After(deadline) {
-			return p, fmt.Errorf("no PONG: %v", err)
-		}
-	}
+	return startConfig(t, testproc.Config{Binary: binary, Dir: dir, Args: args, Env: env})
 }
 
-// kill ends the process with SIGKILL, as a crash would.
-func (p *proc) kill() {
-	p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
+// startConfig starts binary as cfg says, for the length of the test.
+func startConfig(t *testing.T, cfg testproc.Config) (*proc, error) {
+	t.Helper()
+	s, err := testproc.Start(t, cfg)
+	if s == nil {
+		return nil, err
+	}
+	return &proc{s, t}, err
 }
 
 // stop sends SIGTERM and expects a clean exit 0.
 func (p *proc) stop() {
 	p.t.Helper()
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(20 * time.Second):
-		p.t.Fatal("no exit within 20s of SIGTERM")
-	}
-	if p.err != nil {
-		p.t.Fatalf("exit after SIGTERM: %v", p.err)
+	if err := p.Stop(20 * time.Second); err != nil {
+		p.t.Fatal(err)
 	}
 }
 
 func (p *proc) client() *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: p.addr, MaxRetries: -1})
+	c := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1})
 	p.t.Cleanup(func() { c.Close() })
 	return c
 }
@@ -246,7 +157,7 @@ func TestKillNineUnderLoadNeverRepeats(t *testing.T) {
 			}
 		}()
 		time.Sleep(time.Duration(50+rand.IntN(200)) * time.Millisecond)
-		p.kill()
+		p.Kill()
 		wg.Wait()
 		if len(nextIDs) == 0 || len(geneIDs) == 0 {
 			t.Fatalf("cycle %d: no IDs issued before the kill", cycle)
@@ -296,8 +207,8 @@ func TestCleanShutdownAndRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.stop()
-	if !strings.Contains(p.logText(), "msg=stopped") {
-		t.Fatalf("no clean stop in the log:\n%s", p.logText())
+	if !strings.Contains(p.Log(), "msg=stopped") {
+		t.Fatalf("no clean stop in the log:\n%s", p.Log())
 	}
 	// Configuration from the environment.
 	p2, err := launch(t, dir, []string{"IDSERVER_GENE_BITS=8", "IDSERVER_MAX_BORROW=2s"})
@@ -357,7 +268,7 @@ func TestAdversarialFramesLeaveTheProcessServing(t *testing.T) {
 	}
 	refused := 0
 	for _, f := range frames {
-		conn, err := net.Dial("tcp", p.addr)
+		conn, err := net.Dial("tcp", p.Addr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -379,7 +290,7 @@ func TestAdversarialFramesLeaveTheProcessServing(t *testing.T) {
 		t.Fatalf("only %d of %d frames refused", refused, len(frames))
 	}
 	select {
-	case <-p.done:
+	case <-p.Done():
 		t.Fatal("the server exited")
 	default:
 	}
@@ -399,11 +310,11 @@ func needTool(t *testing.T, name string) string {
 func TestRedisCLI(t *testing.T) {
 	cli := needTool(t, "redis-cli")
 	p := startProc(t, t.TempDir())
-	out, err := exec.Command(cli, "-p", p.port, "NEXTID").CombinedOutput()
+	out, err := exec.Command(cli, "-p", p.Port, "NEXTID").CombinedOutput()
 	if err != nil || !regexp.MustCompile(`^[1-9][0-9]{10,18}\n$`).Match(out) {
 		t.Fatalf("redis-cli NEXTID: %q %v", out, err)
 	}
-	out, err = exec.Command(cli, "-p", p.port, "DECODE", strings.TrimSpace(string(out))).CombinedOutput()
+	out, err = exec.Command(cli, "-p", p.Port, "DECODE", strings.TrimSpace(string(out))).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "worker") {
 		t.Fatalf("redis-cli DECODE: %q %v", out, err)
 	}
@@ -428,9 +339,9 @@ func TestRedisCLIInteractive(t *testing.T) {
 		}
 		return string(out)
 	}
-	tm("new-session", "-d", "-x", "150", "-y", "60", cli+" -p "+p.port)
+	tm("new-session", "-d", "-x", "150", "-y", "60", cli+" -p "+p.Port)
 	t.Cleanup(func() { exec.Command(tmux, "-S", sock, "kill-server").Run() })
-	prompt := "127.0.0.1:" + p.port + ">"
+	prompt := "127.0.0.1:" + p.Port + ">"
 	var screen string
 	// waitPrompts waits until the screen shows n prompts: keys typed while
 	// redis-cli is busy are not for this test to race.
@@ -457,7 +368,7 @@ func TestRedisCLIInteractive(t *testing.T) {
 func TestRedisBenchmark(t *testing.T) {
 	bench := needTool(t, "redis-benchmark")
 	p := startProc(t, t.TempDir())
-	out, err := exec.Command(bench, "-p", p.port, "-n", "200000", "NEXTID").CombinedOutput()
+	out, err := exec.Command(bench, "-p", p.Port, "-n", "200000", "NEXTID").CombinedOutput()
 	text := string(out)
 	if err != nil || !strings.Contains(text, "requests per second") || !strings.Contains(text, "200000 requests completed") {
 		t.Fatalf("redis-benchmark: %v\n%s", err, text)
@@ -467,7 +378,7 @@ func TestRedisBenchmark(t *testing.T) {
 			t.Fatalf("redis-benchmark printed %q:\n%s", bad, text)
 		}
 	}
-	if !strings.Contains(p.logText(), "msg=listening") || strings.Contains(p.logText(), "level=ERROR") {
-		t.Fatalf("server log:\n%s", p.logText())
+	if !strings.Contains(p.Log(), "msg=listening") || strings.Contains(p.Log(), "level=ERROR") {
+		t.Fatalf("server log:\n%s", p.Log())
 	}
 }

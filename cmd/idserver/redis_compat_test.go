@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"idserver/internal/testproc"
 )
 
 // rawReplies sends each command inline on one connection and returns the
@@ -41,7 +43,7 @@ func rawReplies(t *testing.T, addr string, cmds []string) []string {
 // against Debian's redis-server and idserver, where their semantics agree,
 // and compares the replies byte for byte.
 func TestIncrRepliesMatchRedisByteForByte(t *testing.T) {
-	redisAddr := startRedis(t)
+	redisAddr := testproc.StartRedis(t)
 	p := startProc(t, t.TempDir())
 	cmds := []string{
 		"INCR orders", "INCR orders", "INCRBY orders 5", "INCRBY orders 700",
@@ -53,7 +55,7 @@ func TestIncrRepliesMatchRedisByteForByte(t *testing.T) {
 		"NOSUCHCOMMAND a b",
 	}
 	want := rawReplies(t, redisAddr, cmds)
-	got := rawReplies(t, p.addr, cmds)
+	got := rawReplies(t, p.Addr, cmds)
 	for i := range cmds {
 		if got[i] != want[i] {
 			t.Errorf("%-35q redis %q, idserver %q", cmds[i], want[i], got[i])

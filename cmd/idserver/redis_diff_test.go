@@ -7,36 +7,13 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-)
 
-// startRedis runs Debian's redis-server on a free loopback port, without
-// persistence, for the length of the test, and returns its address.
-func startRedis(t *testing.T, args ...string) string {
-	t.Helper()
-	server, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Skip("redis-server not found: install Debian's redis-server (apt-get install redis-server) for the side-by-side tests")
-	}
-	port := strconv.Itoa(freePort(t))
-	cmd := exec.Command(server, append([]string{"--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no"}, args...)...)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if c, err := net.Dial("tcp", "127.0.0.1:"+port); err == nil {
-			c.Close()
-			return "127.0.0.1:" + port
-		}
-	}
-	t.Fatal("redis-server did not listen within 10s")
-	return ""
-}
+	"idserver/internal/testproc"
+)
 
 // readReply reads one complete RESP2 or RESP3 reply and returns its bytes.
 func readReply(rd *bufio.Reader) ([]byte, error) {
@@ -158,7 +135,7 @@ type diffScript struct {
 
 // diffScripts are what both servers serve, in order (each may rely on the
 // tags the ones before it made). Steps marked skip are intended
-// differences, listed in the README's "Differences from Redis" table.
+// differences, listed in the "Differences from Redis" table of docs/commands.md.
 var diffScripts = []diffScript{
 	{name: "connection", steps: []diffStep{
 		cmd("PING"), cmd("PING hello"), cmd("ECHO hi"), cmd("SELECT 0"), cmd("SELECT x"),
@@ -269,20 +246,20 @@ var passwordScripts = []diffScript{
 // TestRepliesMatchRedisWithPassword: the same comparison with a password
 // set on both servers: what is answered before AUTH, and AUTH itself.
 func TestRepliesMatchRedisWithPassword(t *testing.T) {
-	redisAddr := startRedis(t, "--requirepass", "pw")
+	redisAddr := testproc.StartRedis(t, "--requirepass", "pw")
 	p := startProc(t, t.TempDir(), "--requirepass", "pw")
-	compared, intended := compareScripts(t, redisAddr, p.addr, passwordScripts)
+	compared, intended := compareScripts(t, redisAddr, p.Addr, passwordScripts)
 	t.Logf("%d replies identical to redis-server's, %d intended differences", compared, intended)
 }
 
 // TestRepliesMatchRedisByteForByte sends the same frames to Debian's
 // redis-server and to an idserver process and compares the replies byte
 // for byte; the intended differences are checked to still differ, so the
-// README's table cannot go stale.
+// table in docs/commands.md cannot go stale.
 func TestRepliesMatchRedisByteForByte(t *testing.T) {
-	redisAddr := startRedis(t)
+	redisAddr := testproc.StartRedis(t)
 	p := startProc(t, t.TempDir())
-	compared, intended := compareScripts(t, redisAddr, p.addr, diffScripts)
+	compared, intended := compareScripts(t, redisAddr, p.Addr, diffScripts)
 	t.Logf("%d replies identical to redis-server's, %d intended differences", compared, intended)
 }
 

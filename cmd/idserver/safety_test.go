@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"idserver/internal/testproc"
 )
 
 // collectIDs runs NEXTID 100 on each client from several connections for a
@@ -58,17 +60,17 @@ func collectIDs(t *testing.T, d time.Duration, clients ...*redis.Client) int {
 func waitExit(t *testing.T, p *proc, err error) string {
 	t.Helper()
 	if err == nil {
-		t.Fatalf("the node started and serves at %s; it must refuse", p.addr)
+		t.Fatalf("the node started and serves at %s; it must refuse", p.Addr)
 	}
 	select {
-	case <-p.done:
+	case <-p.Done():
 	case <-time.After(90 * time.Second):
 		t.Fatal("a refused node did not exit")
 	}
-	if p.err == nil {
-		t.Fatalf("a refused node exited 0:\n%s", p.logText())
+	if p.Err() == nil {
+		t.Fatalf("a refused node exited 0:\n%s", p.Log())
 	}
-	return p.logText()
+	return p.Log()
 }
 
 // TestJoinForgottenOnFirstStartIsRefused (item 1): a node started once on
@@ -87,7 +89,7 @@ func TestJoinForgottenOnFirstStartIsRefused(t *testing.T) {
 		t.Fatalf("cluster IDs %q and %q", idA, idB)
 	}
 	b.stop()
-	p, err := launch(t, dirB, nil, "--join", a.addr)
+	p, err := launch(t, dirB, nil, "--join", a.Addr)
 	log := waitExit(t, p, err)
 	for _, want := range []string{idA, idB, "empty --dir"} {
 		if !strings.Contains(log, want) {
@@ -97,7 +99,7 @@ func TestJoinForgottenOnFirstStartIsRefused(t *testing.T) {
 	if info := clusterInfo(t, ca); info["members"] != "1" {
 		t.Fatalf("a refused join changed the cluster: %v", info)
 	}
-	b2 := startProc(t, t.TempDir(), "--join", a.addr)
+	b2 := startProc(t, t.TempDir(), "--join", a.Addr)
 	if w := clusterInfo(t, b2.client())["worker_id"]; w == clusterInfo(t, ca)["worker_id"] {
 		t.Fatalf("the joiner got worker %s, the same as the first node", w)
 	}
@@ -108,7 +110,7 @@ func TestJoinForgottenOnFirstStartIsRefused(t *testing.T) {
 // TestJoinerWithAnotherLayoutIsRefused (item 3).
 func TestJoinerWithAnotherLayoutIsRefused(t *testing.T) {
 	a := startProc(t, t.TempDir())
-	p, err := launch(t, t.TempDir(), nil, "--join", a.addr, "--worker-bits", "9", "--seq-bits", "13")
+	p, err := launch(t, t.TempDir(), nil, "--join", a.Addr, "--worker-bits", "9", "--seq-bits", "13")
 	log := waitExit(t, p, err)
 	if !strings.Contains(log, "worker-bits=9") || !strings.Contains(log, "worker-bits=10") {
 		t.Fatalf("the refusal does not name both layouts:\n%s", log)
@@ -166,7 +168,7 @@ func TestSaturationIsNotClockBack(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := redis.NewClient(&redis.Options{Addr: a.addr, ReadTimeout: 30 * time.Second})
+			c := redis.NewClient(&redis.Options{Addr: a.Addr, ReadTimeout: 30 * time.Second})
 			defer c.Close()
 			for range 3 {
 				if err := c.Do(context.Background(), "GENEID", 42, 10000).Err(); err != nil {
@@ -178,7 +180,7 @@ func TestSaturationIsNotClockBack(t *testing.T) {
 	}
 	wg.Wait()
 	bench := needTool(t, "redis-benchmark")
-	out, err := exec.Command(bench, "-p", a.port, "-c", "8", "-n", "2000", "NEXTID", "10000").CombinedOutput()
+	out, err := exec.Command(bench, "-p", a.Port, "-c", "8", "-n", "2000", "NEXTID", "10000").CombinedOutput()
 	if err != nil || strings.Contains(string(out), "CLOCKBACK") || strings.Contains(string(out), "ERR") {
 		t.Fatalf("redis-benchmark NEXTID 10000: %v\n%s", err, out)
 	}
@@ -204,7 +206,7 @@ func TestEpochInTheFutureRefused(t *testing.T) {
 // same ports, and advertises it. CLUSTER LEADER names a reachable address,
 // and every node serves.
 func TestThreeMachines(t *testing.T) {
-	port, raftPort := freePort(t), freePort(t)
+	port, raftPort := testproc.FreePort(t), testproc.FreePort(t)
 	var procs []*proc
 	for i := 1; i <= 3; i++ {
 		host := fmt.Sprintf("127.0.0.%d", i)
@@ -223,10 +225,10 @@ func TestThreeMachines(t *testing.T) {
 		c := p.client()
 		leader, err := c.Do(context.Background(), "CLUSTER", "LEADER").Text()
 		if err != nil || leader != fmt.Sprintf("127.0.0.1:%d", port) {
-			t.Fatalf("CLUSTER LEADER on %s: %q %v", p.addr, leader, err)
+			t.Fatalf("CLUSTER LEADER on %s: %q %v", p.Addr, leader, err)
 		}
 		if err := c.Do(context.Background(), "INCR", "orders").Err(); err != nil {
-			t.Fatalf("INCR on %s: %v", p.addr, err)
+			t.Fatalf("INCR on %s: %v", p.Addr, err)
 		}
 		clients = append(clients, c)
 	}
@@ -259,8 +261,8 @@ func TestQuorumLostForGood(t *testing.T) {
 			seen[id] = true
 		}
 	}
-	ms[1].p.kill()
-	ms[2].p.kill()
+	ms[1].p.Kill()
+	ms[2].p.Kill()
 	ms[0].p.stop()
 	p, err := launch(t, ms[0].dir, nil, "--port", ms[0].port, "--raft-addr", "127.0.0.1:"+ms[0].raft, "--recover")
 	if err != nil {
@@ -274,11 +276,11 @@ func TestQuorumLostForGood(t *testing.T) {
 	if info := clusterInfo(t, c); info["members"] != "1" || info["role"] != "Leader" {
 		t.Fatalf("after --recover: %v", info)
 	}
-	n := startProc(t, t.TempDir(), "--join", p.addr)
+	n := startProc(t, t.TempDir(), "--join", p.Addr)
 	for _, q := range []*proc{p, n} {
 		ids, err := q.client().Do(ctx, "NEXTID", 1000).Int64Slice()
 		if err != nil {
-			t.Fatalf("NEXTID after recovery on %s: %v", q.addr, err)
+			t.Fatalf("NEXTID after recovery on %s: %v", q.Addr, err)
 		}
 		for _, id := range ids {
 			if seen[id] {
@@ -306,11 +308,11 @@ func TestSetWithAMemberPaused(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := high + 1000
-	if err := ms[2].p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := ms[2].p.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	err = c1.Do(ctx, "SET", "s", v).Err()
-	ms[2].p.cmd.Process.Signal(syscall.SIGCONT)
+	ms[2].p.Cmd.Process.Signal(syscall.SIGCONT)
 	if err == nil || !strings.Contains(err.Error(), id3) {
 		t.Fatalf("SET with %s paused: %v, want an error naming it", id3, err)
 	}
@@ -334,15 +336,15 @@ func TestWipedMemberWithoutJoinStops(t *testing.T) {
 	ms := startMembers(t, 3)
 	victim := ms[2]
 	id := clusterInfo(t, victim.p.client())["node_id"]
-	victim.p.kill()
+	victim.p.Kill()
 	p, _ := launch(t, t.TempDir(), nil, "--port", victim.port, "--raft-addr", "127.0.0.1:"+victim.raft, "--node-id", id)
 	select {
-	case <-p.done:
+	case <-p.Done():
 	case <-time.After(60 * time.Second):
-		t.Fatalf("a wiped member started without --join kept running:\n%s", p.logText())
+		t.Fatalf("a wiped member started without --join kept running:\n%s", p.Log())
 	}
-	if p.err == nil || !strings.Contains(p.logText(), "CLUSTER FORGET") {
-		t.Fatalf("exit %v:\n%s", p.err, p.logText())
+	if p.Err() == nil || !strings.Contains(p.Log(), "CLUSTER FORGET") {
+		t.Fatalf("exit %v:\n%s", p.Err(), p.Log())
 	}
 }
 
@@ -352,9 +354,9 @@ func TestWipedMemberWithoutJoinStops(t *testing.T) {
 func TestRefusedJoinsLeaveNoStrayVoter(t *testing.T) {
 	layout := []string{"--worker-bits", "1", "--seq-bits", "21"}
 	a := startProc(t, t.TempDir(), layout...)
-	b := startProc(t, t.TempDir(), append(layout, "--join", a.addr)...)
+	b := startProc(t, t.TempDir(), append(layout, "--join", a.Addr)...)
 	for range 2 {
-		p, err := launch(t, t.TempDir(), nil, append(layout, "--join", a.addr)...)
+		p, err := launch(t, t.TempDir(), nil, append(layout, "--join", a.Addr)...)
 		if log := waitExit(t, p, err); !strings.Contains(log, "no free worker ID") {
 			t.Fatalf("a third node with 2 worker IDs:\n%s", log)
 		}
@@ -363,7 +365,7 @@ func TestRefusedJoinsLeaveNoStrayVoter(t *testing.T) {
 	for _, p := range []*proc{a, b} {
 		c := p.client()
 		if err := c.Do(context.Background(), "INCR", "t").Err(); err != nil {
-			t.Fatalf("INCR on %s after refused joins: %v", p.addr, err)
+			t.Fatalf("INCR on %s after refused joins: %v", p.Addr, err)
 		}
 		if info := clusterInfo(t, c); info["members"] != "2" {
 			t.Fatalf("after refused joins: %v", info)
@@ -371,10 +373,11 @@ func TestRefusedJoinsLeaveNoStrayVoter(t *testing.T) {
 	}
 }
 
-// TestReadmeClusterStartsBackToBack: the README's three commands started at
-// once; the joiners wait while the first node answers LOADING.
+// TestReadmeClusterStartsBackToBack: the three commands of
+// docs/operations.md (A cluster) started at once; the joiners wait while
+// the first node answers LOADING.
 func TestReadmeClusterStartsBackToBack(t *testing.T) {
-	port := freePort(t)
+	port := testproc.FreePort(t)
 	first := fmt.Sprintf("127.0.0.1:%d", port)
 	type started struct {
 		p   *proc
@@ -397,7 +400,7 @@ func TestReadmeClusterStartsBackToBack(t *testing.T) {
 			t.Fatal(s.err)
 		}
 		if err := s.p.client().Do(context.Background(), "INCR", "orders").Err(); err != nil {
-			t.Fatalf("INCR on %s: %v", s.p.addr, err)
+			t.Fatalf("INCR on %s: %v", s.p.Addr, err)
 		}
 	}
 }

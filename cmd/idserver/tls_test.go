@@ -2,76 +2,37 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-)
 
-// selfSigned writes a certificate for 127.0.0.1 and its key into dir.
-func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "idserver test"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, _ := x509.MarshalECPrivateKey(key)
-	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
-	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600)
-	cert, _ := x509.ParseCertificate(der)
-	pool = x509.NewCertPool()
-	pool.AddCert(cert)
-	return certFile, keyFile, pool
-}
+	"idserver/internal/testproc"
+)
 
 // TestTLSClientsAndCluster: RESP over TLS for go-redis and redis-cli, plain
 // TCP refused on the TLS port, and a second node joining, forwarding and
 // replicating over TLS with the same certificate, behind a password.
 func TestTLSClientsAndCluster(t *testing.T) {
-	certFile, keyFile, pool := selfSigned(t, t.TempDir())
-	port1, port2 := strconv.Itoa(freePort(t)), strconv.Itoa(freePort(t))
+	certFile, keyFile, pool := testproc.SelfSigned(t, t.TempDir())
+	port1, port2 := strconv.Itoa(testproc.FreePort(t)), strconv.Itoa(testproc.FreePort(t))
 	common := []string{"--tls-cert", certFile, "--tls-key", keyFile, "--requirepass", "pw"}
-	p1, err := launchTLS(t, t.TempDir(), pool, append([]string{"--port", port1, "--raft-addr", "127.0.0.1:" + strconv.Itoa(freePort(t))}, common...)...)
+	p1, err := launchTLS(t, t.TempDir(), pool, append([]string{"--port", port1, "--raft-addr", "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t))}, common...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	secure := redis.NewClient(&redis.Options{Addr: p1.addr, Password: "pw", TLSConfig: &tls.Config{RootCAs: pool}})
+	secure := redis.NewClient(&redis.Options{Addr: p1.Addr, Password: "pw", TLSConfig: &tls.Config{RootCAs: pool}})
 	defer secure.Close()
 	if _, err := secure.Do(ctx, "NEXTID").Int64(); err != nil {
 		t.Fatalf("go-redis over TLS: %v", err)
 	}
-	plain := redis.NewClient(&redis.Options{Addr: p1.addr, Password: "pw", MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: 2 * time.Second})
+	plain := redis.NewClient(&redis.Options{Addr: p1.Addr, Password: "pw", MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: 2 * time.Second})
 	defer plain.Close()
 	if err := plain.Do(ctx, "NEXTID").Err(); err == nil {
 		t.Fatal("plain TCP was served on the TLS port")
@@ -85,11 +46,11 @@ func TestTLSClientsAndCluster(t *testing.T) {
 		t.Log("redis-cli not found: install Debian's redis-tools to test it over TLS")
 	}
 	// A second node joins over TLS; its INCRs are forwarded to the leader over TLS.
-	p2, err := launchTLS(t, t.TempDir(), pool, append([]string{"--port", port2, "--raft-addr", "127.0.0.1:" + strconv.Itoa(freePort(t)), "--join", p1.addr}, common...)...)
+	p2, err := launchTLS(t, t.TempDir(), pool, append([]string{"--port", port2, "--raft-addr", "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t)), "--join", p1.Addr}, common...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	second := redis.NewClient(&redis.Options{Addr: p2.addr, Password: "pw", TLSConfig: &tls.Config{RootCAs: pool}})
+	second := redis.NewClient(&redis.Options{Addr: p2.Addr, Password: "pw", TLSConfig: &tls.Config{RootCAs: pool}})
 	defer second.Close()
 	a, err := second.Do(ctx, "INCR", "orders").Int64()
 	if err != nil {
@@ -104,7 +65,5 @@ func TestTLSClientsAndCluster(t *testing.T) {
 // launchTLS starts idserver and waits for it to answer PING over TLS.
 func launchTLS(t *testing.T, dir string, pool *x509.CertPool, args ...string) (*proc, error) {
 	t.Helper()
-	tlsReady = &tls.Config{RootCAs: pool}
-	defer func() { tlsReady = nil }()
-	return launch(t, dir, nil, args...)
+	return startConfig(t, testproc.Config{Binary: binary, Dir: dir, Args: args, TLS: &tls.Config{RootCAs: pool}})
 }

@@ -27,6 +27,7 @@ type statefulSet struct {
 	t     *testing.T
 	pods  []*pod
 	flags []string
+	zone  func(i int) string // --zone of pod i (nil: none), as a zone-spread StatefulSet sets it per pod
 }
 
 type pod struct {
@@ -71,6 +72,9 @@ func (s *statefulSet) start(i int, fresh bool) error {
 	}
 	p.starts++
 	args := append([]string{"--port", p.port, "--raft-addr", "127.0.0.1:" + p.raft, "--join", s.join()}, s.flags...)
+	if s.zone != nil {
+		args = append(args, "--zone", s.zone(i))
+	}
 	proc, err := launch(s.t, p.dir, nil, args...)
 	p.p = proc
 	return err
@@ -512,7 +516,11 @@ func TestGrowthBeyondVoters(t *testing.T) {
 	}()
 	suffrage := func() map[int]string {
 		out := map[int]string{}
-		info := s.info(s.leader(alive))
+		l := s.leader(alive)
+		if l < 0 {
+			t.Fatal("no leader")
+		}
+		info := s.info(l)
 		for _, m := range memberLines(info) {
 			for i, p := range s.pods {
 				if p.addr() == m["resp"] {
@@ -600,7 +608,7 @@ func TestAutopilotMisconfigurationExits2(t *testing.T) {
 	if !strings.Contains(p.Log(), "--voters 4 is even") {
 		t.Fatalf("no warning for an even --voters:\n%s", p.Log())
 	}
-	p.stop()
+	p.Kill()
 }
 
 // TestRefusedJoinerNamesTheReason: a joiner with another ID layout is
@@ -611,5 +619,69 @@ func TestRefusedJoinerNamesTheReason(t *testing.T) {
 		"--worker-bits", "8", "--seq-bits", "14")
 	if code == 0 || !strings.Contains(out, "layout") || strings.Contains(out, "no leader reachable") {
 		t.Fatalf("joiner with another layout: exit %d, want a refusal naming the layout:\n%s", code, out)
+	}
+}
+
+// TestZoneLossKeepsAMajority: nine pods in three zones, --voters 5: the
+// voters are spread 2+2+1, so that losing any zone leaves a majority. The
+// zone with the leader is killed under load: the others elect a leader and
+// serve, and the lost zone's voters are replaced from the other two zones.
+func TestZoneLossKeepsAMajority(t *testing.T) {
+	zones := []string{"a", "b", "c"}
+	s := newStatefulSet(t, 9, "--voters", "5", "--dead-member-after", "4s", "--worker-lease", "2s")
+	s.zone = func(i int) string { return zones[i%3] }
+	s.up()
+	dead := map[int]bool{}
+	alive := func(i int) bool { return !dead[i] }
+	s.settled(5, alive, 40*time.Second)
+	perZone := func() map[string]int {
+		out := map[string]int{}
+		l := s.leader(alive)
+		if l < 0 {
+			return nil
+		}
+		for _, m := range memberLines(s.info(l)) {
+			if m["suffrage"] == "voter" {
+				out[m["zone"]]++
+			}
+		}
+		return out
+	}
+	waitFor(t, 20*time.Second, "voters spread 2+2+1 over the zones", func() (bool, string) {
+		z := perZone()
+		return len(z) == 3 && z["a"] <= 2 && z["b"] <= 2 && z["c"] <= 2, fmt.Sprint(z)
+	})
+	h := newHistory(len(s.pods))
+	stop := make(chan struct{})
+	wg := loadEvery(s, h, stop)
+	time.Sleep(time.Second)
+	lost := zones[s.leader(alive)%3]
+	killed := time.Now()
+	var survivors []int
+	for i := range s.pods {
+		if zones[i%3] == lost {
+			dead[i] = true
+			s.pods[i].p.Kill()
+		} else {
+			survivors = append(survivors, i)
+		}
+	}
+	waitFor(t, 10*time.Second, "a leader in the other zones", func() (bool, string) { return s.leader(alive) >= 0, "none" })
+	elected := time.Since(killed)
+	time.Sleep(2 * time.Second)
+	outage := h.longestIncrGap(killed, time.Now(), survivors)
+	s.settled(5, alive, 40*time.Second)
+	z := perZone()
+	close(stop)
+	wg.Wait()
+	t.Logf("9 pods in zones a, b, c, --voters 5; zone %s (with the leader) killed: a leader again after %v, longest INCR outage "+
+		"on the other zones %v; voters per zone after the dead were removed: %v; %d IDs, %d values, duplicates %d/%d, "+
+		"below a SET %d; errors %v", lost, elected.Round(time.Millisecond), outage.Round(time.Millisecond), z, h.nIDs, h.nValues,
+		h.dupIDs, h.dupVals, h.belowSet(), h.errs)
+	if z[lost] != 0 || z[zones[0]]+z[zones[1]]+z[zones[2]] != 5 {
+		t.Fatalf("voters per zone %v: want 5 in the two zones left", z)
+	}
+	if h.dupIDs > 0 || h.dupVals > 0 || h.belowSet() > 0 {
+		t.Fatalf("duplicates: %d IDs, %d values; below a SET: %d", h.dupIDs, h.dupVals, h.belowSet())
 	}
 }

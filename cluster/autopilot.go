@@ -181,6 +181,9 @@ func (p *pilot) KnownServers() map[raft.ServerID]*autopilot.Server {
 			IsLeader: id == c.cfg.NodeID}
 	}
 	for id, m := range *c.fsm.members.Load() {
+		if _, seen := p.heard[id]; !seen {
+			p.heard[id] = now // a member first seen now (it just joined) gets the full delay too
+		}
 		status := autopilot.NodeAlive
 		if id != c.cfg.NodeID && p.silentFor(id, now) > c.cfg.DeadMemberAfter && c.cfg.DeadMemberAfter > 0 {
 			status = autopilot.NodeFailed
@@ -202,8 +205,9 @@ func (p *pilot) KnownServers() map[raft.ServerID]*autopilot.Server {
 	return out
 }
 
-// silentFor is how long the leader has not heard from node: since the last
-// answer, or since this leadership began. Caller holds p.mu.
+// silentFor is how long the leader has not heard from node: since its last
+// answer, or since this leader first knew it (its leadership began, or the
+// node joined since). Caller holds p.mu.
 func (p *pilot) silentFor(node string, now time.Time) time.Duration {
 	last, ok := p.heard[node]
 	if !ok {

@@ -544,6 +544,18 @@ func TestGrowthBeyondVoters(t *testing.T) {
 		}
 		break
 	}
+	// INCR, NEXTID and SET latency on a non-voter next to a voter, under
+	// the load on every pod.
+	var lat []string
+	for _, want := range []string{"voter", "nonvoter"} {
+		for i, sf := range suffrage() {
+			if sf != want {
+				continue
+			}
+			lat = append(lat, fmt.Sprintf("%s pod %d: %s", want, i, latencies(t, s.pods[i].rdb, 2000)))
+			break
+		}
+	}
 	freeAt := func() int {
 		n, _ := strconv.Atoi(s.info(s.leader(alive))["worker_ids_free"])
 		return n
@@ -583,9 +595,9 @@ func TestGrowthBeyondVoters(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	t.Logf("%d pods, --voters %d: back to %d voters %v after a voter was killed, %v after the leader was; %d non-voters killed: "+
-		"removed after %v, worker IDs free %d -> %d; %d IDs, %d values, duplicates %d/%d, below a SET %d; errors %v",
+		"removed after %v, worker IDs free %d -> %d; %d IDs, %d values, duplicates %d/%d, below a SET %d; errors %v; latency (p50/p99) %v",
 		size, voters, voters, afterVoter.Round(time.Millisecond), afterLeader.Round(time.Millisecond), killed,
-		afterNonvoters.Round(time.Millisecond), free0, free, h.nIDs, h.nValues, h.dupIDs, h.dupVals, h.belowSet(), h.errs)
+		afterNonvoters.Round(time.Millisecond), free0, free, h.nIDs, h.nValues, h.dupIDs, h.dupVals, h.belowSet(), h.errs, lat)
 	if want := free0 + 2 + killed; free != want {
 		t.Fatalf("worker IDs free: %d before, %d after %d members were removed; want %d", free0, free, 2+killed, want)
 	}
@@ -684,4 +696,45 @@ func TestZoneLossKeepsAMajority(t *testing.T) {
 	if h.dupIDs > 0 || h.dupVals > 0 || h.belowSet() > 0 {
 		t.Fatalf("duplicates: %d IDs, %d values; below a SET: %d", h.dupIDs, h.dupVals, h.belowSet())
 	}
+}
+
+// latencies times n sequential INCRs and NEXTIDs and n/100 SETs on rdb and
+// answers their p50/p99.
+func latencies(t *testing.T, rdb *redis.Client, n int) string {
+	t.Helper()
+	ctx := context.Background()
+	pct := func(d []time.Duration) string {
+		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+		return fmt.Sprintf("%v/%v", d[len(d)/2].Round(time.Microsecond), d[len(d)*99/100].Round(time.Microsecond))
+	}
+	run := func(count int, cmd ...any) string {
+		var d []time.Duration
+		for range count {
+			began := time.Now()
+			if err := rdb.Do(ctx, cmd...).Err(); err != nil {
+				continue
+			}
+			d = append(d, time.Since(began))
+		}
+		if len(d) == 0 {
+			return "none answered"
+		}
+		return pct(d)
+	}
+	high, _ := rdb.Do(ctx, "GET", "latency").Int64()
+	sets := 0
+	var setD []time.Duration
+	for range max(n/100, 1) {
+		high += 1000
+		began := time.Now()
+		if rdb.Do(ctx, "SET", "latency", high).Err() == nil {
+			setD = append(setD, time.Since(began))
+			sets++
+		}
+	}
+	setS := "none answered"
+	if sets > 0 {
+		setS = pct(setD)
+	}
+	return fmt.Sprintf("INCR %s, NEXTID %s, SET %s", run(n, "INCR", "latency"), run(n, "NEXTID"), setS)
 }

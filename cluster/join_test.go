@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	idnode "idserver/node"
 )
 
@@ -250,7 +252,11 @@ func TestRemovedCutOffNodeStopsAtItsLeaseEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	setAt := time.Now()
-	if err := l.rdb.Do(ctx, "SET", "cut", high+10).Err(); err != nil {
+	// The SET waits up to the lease (2 s) and the clock skew allowed (1 s):
+	// longer than go-redis's default read timeout.
+	patient := redis.NewClient(&redis.Options{Addr: l.addr, MaxRetries: -1, ReadTimeout: 20 * time.Second})
+	defer patient.Close()
+	if err := patient.Do(ctx, "SET", "cut", high+10).Err(); err != nil {
 		t.Fatalf("SET after the removal: %v", err)
 	}
 	acked := time.Now()

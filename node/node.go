@@ -44,13 +44,18 @@ type Config struct {
 	Recover     bool  // restart the cluster from this member alone (cluster.Config.Recover)
 	RecoverSkip int64 // with Recover: how far every tag skips
 	SegmentStep int64
-	RequirePass string
-	Limits      resp.Limits
-	MaxClients  int
-	Version     string
-	Logger      *slog.Logger
+	RequirePass string // the password clients AUTH with
+	// ClusterSecret is what every connection to the Raft port proves it
+	// knows (cluster.Config.Secret); RequirePass when empty.
+	ClusterSecret string
+	Limits        resp.Limits
+	MaxClients    int
+	Version       string
+	Logger        *slog.Logger
 	// TLSServer and TLSClient serve RESP and the Raft port over TLS and
-	// reach other nodes with it.
+	// reach other nodes with it. The Raft port requires and verifies a
+	// client certificate against TLSServer.ClientCAs (mutual TLS): only
+	// nodes reach it. RESP requires none.
 	TLSServer, TLSClient *tls.Config
 	// Now is the wall clock the generator and leases read (time.Now when nil).
 	Now func() time.Time
@@ -188,7 +193,11 @@ func Open(cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	join := len(n.joinAddrs()) > 0
-	if join && !cluster.Existing(cfg.Dir) && n.firstOfJoin() && !n.anyPeerAnswers() {
+	clusterID, err := n.Store.ClusterID()
+	if err != nil {
+		return nil, err
+	}
+	if join && clusterID == "" && n.firstOfJoin() && !n.anyPeerAnswers() {
 		// The first of the StatefulSet's pods, on its first start: nobody
 		// to join, so it bootstraps. The same pod replaced later with an
 		// empty volume finds its peers and joins (and should it ever start
@@ -197,11 +206,19 @@ func Open(cfg Config) (_ *Node, err error) {
 		n.log.Info("no other address of --join answers and this node is its first: bootstrapping a new cluster", "join", cfg.Join)
 		join = false
 	}
+	raftTLS, err := mutualTLS(cfg.TLSServer, cfg.TLSClient)
+	if err != nil {
+		return nil, err
+	}
+	secret := cfg.ClusterSecret
+	if secret == "" {
+		secret = cfg.RequirePass
+	}
 	var segments atomic.Pointer[engine.Segments]
 	n.Cluster, err = cluster.Open(cluster.Config{
 		NodeID: n.ID, Dir: cfg.Dir, RaftBind: raftBind, RaftAdvertise: cfg.RaftAdvertise, RESPAddr: n.Addr,
-		Secret: cfg.RequirePass, Layout: cfg.Layout, Store: n.Store, Logger: cfg.Logger, Join: join,
-		Now: cfg.Now, WorkerLease: cfg.WorkerLease, Recover: cfg.Recover, RecoverSkip: cfg.RecoverSkip, Network: cfg.Network, TLSServer: cfg.TLSServer, TLSClient: cfg.TLSClient,
+		Secret: secret, Layout: cfg.Layout, Store: n.Store, Logger: cfg.Logger, Join: join,
+		Now: cfg.Now, WorkerLease: cfg.WorkerLease, Recover: cfg.Recover, RecoverSkip: cfg.RecoverSkip, Network: cfg.Network, TLSServer: raftTLS, TLSClient: cfg.TLSClient,
 		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, SnapshotThreshold: cfg.SnapshotThreshold,
 		Voters: cfg.Voters, DeadMemberAfter: cfg.DeadMemberAfter, Zone: cfg.Zone,
 		OnConflict: n.conflict,
@@ -322,6 +339,22 @@ func (n *Node) waitSettled(ctx context.Context) {
 // Settled reports whether autopilot has nothing left to do for this node
 // (cluster.Settled): what /healthz's readiness asks.
 func (n *Node) Settled() bool { return n.Cluster.Settled() }
+
+// mutualTLS is the Raft port's TLS: server's, requiring and verifying a
+// client certificate (nil without TLS). Both sides must name whom they
+// trust: with no CA pool Go would verify against the system's roots, and
+// any publicly signed certificate would reach the Raft port.
+func mutualTLS(server, client *tls.Config) (*tls.Config, error) {
+	if server == nil {
+		return nil, nil
+	}
+	if server.ClientCAs == nil || client == nil || client.RootCAs == nil || len(client.Certificates) == 0 {
+		return nil, errors.New("TLS on the Raft port needs the CAs that sign the nodes' certificates (TLSServer.ClientCAs, TLSClient.RootCAs) and a certificate to present (TLSClient.Certificates)")
+	}
+	raft := server.Clone()
+	raft.ClientAuth = tls.RequireAndVerifyClientCert
+	return raft, nil
+}
 
 // conflict stops issuing at once and ends the node: its cluster identity
 // is in doubt (cluster.Config.OnConflict).
@@ -448,8 +481,12 @@ func (n *Node) checkIn(ctx context.Context, viaCluster bool) (worker, startAbove
 // joinThrough sends CLUSTER JOIN to a member's RESP port. An error reply
 // other than TRYAGAIN or LOADING (the member is starting) is a refusal.
 func (n *Node) joinThrough(ctx context.Context, member string) (worker, startAbove, lease int64, err error) {
+	// The answer may take a client request's budget (a join that first
+	// removes a dead member at this address, then adds this node): a read
+	// that gave up sooner would retry, and the retry would be refused as a
+	// member with an empty directory.
 	c := redis.NewClient(&redis.Options{Addr: member, Password: n.cfg.RequirePass, TLSConfig: n.cfg.TLSClient,
-		Protocol: 2, MaxRetries: -1, DisableIdentity: true})
+		Protocol: 2, MaxRetries: -1, DisableIdentity: true, ReadTimeout: n.Cluster.Timing().Request + time.Second})
 	defer c.Close()
 	v, err := c.Do(ctx, "CLUSTER", "JOIN", n.ID, n.Cluster.RaftAddr(), n.Addr).Int64Slice()
 	var re redis.Error

@@ -23,7 +23,7 @@ import (
 const (
 	entryAlloc  byte = 1 // group of (tag, n[, node, boot]): allocate n values of each (node and boot absent in old entries)
 	entrySet    byte = 2 // tag, v[, cond[, rev]]: set the tag to v (cond: setNX, setXX; rev: see applySet; absent in old entries)
-	entryJoin   byte = 3 // node ID, raft address, RESP address, now ms, lease ms[, zone]: a new member, with a worker ID and its first lease
+	entryJoin   byte = 3 // node ID, raft address, RESP address, now ms, lease ms[, zone[, boot]]: a new member, with a worker ID and its first lease
 	entryForget byte = 4 // node ID: gone for good, its worker ID free for reuse above its last lease
 	// 5 was the replicated high-water, replaced by worker leases.
 	entryInit  byte = 6 // cluster ID, layout: the cluster's identity, once, at bootstrap
@@ -111,6 +111,11 @@ type member struct {
 	RaftAddr string `json:"raft_addr"`
 	RESPAddr string `json:"resp_addr"`
 	Zone     string `json:"zone,omitempty"` // --zone: autopilot spreads voters over zones
+	// JoinBoot is the process that joined (its boot), and StartAboveMS what
+	// its join answered: the same process asking again, its first answer
+	// lost, gets the same answer.
+	JoinBoot     uint64 `json:"join_boot,omitempty"`
+	StartAboveMS int64  `json:"start_above_ms,omitempty"`
 	// Incarnation is the latest start of the node its lease renewals
 	// carried (restart.go): a start from a directory that says less runs
 	// on a restored copy.
@@ -452,6 +457,10 @@ func (f *fsm) applyJoin(d *decoder, b *persist.Batch, ch *changes) any {
 	node, raftAddr, respAddr := d.string(), d.string(), d.string()
 	nowMS, leaseMS := d.varint(), d.varint()
 	zone := d.optString()
+	var boot uint64
+	if len(d.b) > 0 {
+		boot = d.uvarint()
+	}
 	d.end()
 	if _, known := f.meta.Members[node]; known {
 		return joinResult{Err: fmt.Errorf("%w: node %q is already a member", ErrRefused, node)}
@@ -475,7 +484,8 @@ func (f *fsm) applyJoin(d *decoder, b *persist.Batch, ch *changes) any {
 		}
 		res.LeaseEndMS = max(nowMS, res.StartAboveMS) + leaseMS
 		f.meta.Workers[w] = &workerState{Node: node, LeaseEnd: res.LeaseEndMS}
-		f.meta.Members[node] = &member{Worker: w, RaftAddr: raftAddr, RESPAddr: respAddr, Zone: zone}
+		f.meta.Members[node] = &member{Worker: w, RaftAddr: raftAddr, RESPAddr: respAddr, Zone: zone,
+			JoinBoot: boot, StartAboveMS: res.StartAboveMS}
 		ch.members = true
 		return res
 	}

@@ -72,6 +72,11 @@ func (c *Cluster) join(ctx context.Context, node, raftAddr, respAddr string) (Jo
 	case id.Layout != c.cfg.Layout.String():
 		return refuse("its ID layout [%s] differs from this cluster's [%s]: start it with this cluster's layout flags and an empty --dir",
 			id.Layout, c.cfg.Layout.String())
+	case member && !id.HasWorker && id.Boot != 0 && m.JoinBoot == id.Boot:
+		// The process this join admitted asks again: its first answer was
+		// lost (a late read, a leadership change as the entry committed).
+		c.log.Info("join answered again: the same process asked twice", "node", node, "worker", m.Worker)
+		return JoinResult{Worker: m.Worker, StartAboveMS: m.StartAboveMS, LeaseEndMS: c.fsm.lease(node)}, nil
 	case member && !id.HasWorker:
 		return refuse("it is still a member (worker ID %d) but its data directory is empty (a replaced disk?), "+
 			"and what it issued is lost with it: CLUSTER FORGET %s first, or start it with a new --node-id", m.Worker, node)
@@ -145,7 +150,7 @@ func (c *Cluster) join(ctx context.Context, node, raftAddr, respAddr string) (Jo
 		}
 	}
 	resp, err := c.apply(newEntry(entryJoin).string(node).string(raftAddr).string(respAddr).
-		varint(c.nowMS()).varint(c.cfg.WorkerLease.Milliseconds()).string(id.Zone))
+		varint(c.nowMS()).varint(c.cfg.WorkerLease.Milliseconds()).string(id.Zone).uvarint(id.Boot))
 	if err != nil {
 		return JoinResult{}, err
 	}
@@ -235,7 +240,7 @@ func (c *Cluster) suffrageOf(node string) string {
 func (c *Cluster) identity() (Identity, error) {
 	_, _, has, err := c.cfg.Store.Worker()
 	return Identity{Node: c.cfg.NodeID, Cluster: c.ClusterID(), Layout: c.cfg.Layout.String(), HasWorker: has,
-		RESPAddr: c.cfg.RESPAddr, Zone: c.cfg.Zone}, err
+		RESPAddr: c.cfg.RESPAddr, Zone: c.cfg.Zone, Boot: c.boot}, err
 }
 
 // admit makes this node, which belongs to no cluster yet, a node of

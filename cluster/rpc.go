@@ -464,6 +464,7 @@ type Identity struct {
 	HasWorker bool   `json:"has_worker"` // its directory holds a worker ID
 	RESPAddr  string `json:"resp"`       // its advertised RESP address
 	Zone      string `json:"zone,omitempty"`
+	Boot      uint64 `json:"boot,omitempty"` // its process: a join retried by the same process is answered again
 }
 
 // JoinResult is what a member gets when it is admitted: its worker ID, the

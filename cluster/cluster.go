@@ -82,6 +82,17 @@ type Config struct {
 	// TLSServer and TLSClient, when set, carry the Raft port over TLS.
 	TLSServer, TLSClient *tls.Config
 
+	// Voters is the most voters autopilot keeps (--voters; DefaultVoters
+	// when zero); every other member is a non-voter.
+	Voters int
+	// DeadMemberAfter is how long the leader goes without hearing from a
+	// member before autopilot removes it as FORGET does
+	// (--dead-member-after); zero never removes.
+	DeadMemberAfter time.Duration
+	// Zone is this node's failure domain (--zone): autopilot spreads the
+	// voters over zones.
+	Zone string
+
 	// Raft timing; zero means the defaults below.
 	HeartbeatTimeout  time.Duration
 	ElectionTimeout   time.Duration
@@ -95,6 +106,7 @@ type Cluster struct {
 	log     *slog.Logger
 	timing  Timing
 	raft    *raft.Raft
+	pilot   *pilot
 	fsm     *fsm
 	mux     *mux
 	trans   *raft.NetworkTransport
@@ -118,6 +130,9 @@ type Cluster struct {
 	bootstrapped bool                     // this start bootstrapped a new cluster
 	conflict     sync.Once                // OnConflict, once
 	seq          atomic.Uint64            // node-to-node request numbers
+
+	departedMu    sync.Mutex
+	confirmedGone map[string]bool // removed members that confirmed it to this leader: they hand out nothing more
 }
 
 // Open starts Raft on cfg.RaftBind. A node with no Raft state and no join
@@ -132,6 +147,9 @@ func Open(cfg Config) (*Cluster, error) {
 	if cfg.WorkerLease <= 0 {
 		cfg.WorkerLease = 10 * time.Second
 	}
+	if cfg.Voters <= 0 {
+		cfg.Voters = DefaultVoters
+	}
 	rc := raft.DefaultConfig()
 	if cfg.HeartbeatTimeout > 0 {
 		rc.HeartbeatTimeout = cfg.HeartbeatTimeout
@@ -142,7 +160,7 @@ func Open(cfg Config) (*Cluster, error) {
 	}
 	c := &Cluster{cfg: cfg, log: cfg.Logger, timing: timingFor(rc.HeartbeatTimeout, rc.ElectionTimeout),
 		allocs: make(chan *allocReq, 4096), stop: make(chan struct{}), pool: map[string][]net.Conn{},
-		boot: newBoot(), holds: map[string]chan struct{}{}}
+		boot: newBoot(), holds: map[string]chan struct{}{}, confirmedGone: map[string]bool{}}
 	id, err := cfg.Store.ClusterID()
 	if err != nil {
 		return nil, err
@@ -258,6 +276,7 @@ func Open(cfg Config) (*Cluster, error) {
 	if err != nil {
 		return fail(err)
 	}
+	c.pilot = newPilot(c, hclog.New(&hclog.LoggerOptions{Name: "raft", Output: slogWriter{cfg.Logger}, Level: hclog.Info, DisableTime: true}))
 	// The port is served only now: a node-to-node request reads c.raft.
 	go c.mux.run()
 	if recovering {
@@ -304,6 +323,7 @@ func (c *Cluster) RaftAddr() string { return string(c.trans.LocalAddr()) }
 // Close leaves Raft running no more.
 func (c *Cluster) Close() error {
 	close(c.stop)
+	c.pilot.stop()
 	err := c.raft.Shutdown().Error()
 	c.stopped.Wait()
 	c.trans.Close()

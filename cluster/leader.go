@@ -1,7 +1,7 @@
 package cluster
 
 // Leadership: who leads, waiting for a leader, proposing entries, and what a
-// leader does in the background (storing the identity, promoting joiners).
+// leader does in the background (storing the identity, running autopilot).
 
 import (
 	"context"
@@ -49,8 +49,9 @@ func (c *Cluster) WaitForLeader(ctx context.Context) (string, error) {
 	}
 }
 
-// watchRole logs role changes, and as the leader of a cluster whose
-// identity is not yet in the state machine, commits it.
+// watchRole logs role changes, runs autopilot while this node leads, and as
+// the leader of a cluster whose identity is not yet in the state machine,
+// commits it.
 func (c *Cluster) watchRole() {
 	defer c.stopped.Done()
 	obs := make(chan raft.Observation, 16)
@@ -78,9 +79,7 @@ func (c *Cluster) watchRole() {
 		if c.fsm.publicKey() == nil && c.IsLeader() && c.ClusterID() != "" {
 			c.proposePublicKey()
 		}
-		if c.IsLeader() {
-			c.promoteCaughtUp()
-		}
+		c.pilot.steer(c.IsLeader())
 	}
 }
 

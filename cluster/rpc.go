@@ -377,6 +377,7 @@ const (
 	opApplied                 // any: wait until an index is published here
 	opFence                   // any: drop a tag's buffered values, answer the largest handed out (before a SET commits)
 	opForgotten               // any: the leader is forgetting you
+	opStats                   // any: your Raft progress, for autopilot (with the leader's view of every member)
 )
 
 // code is an error's sentinel on the wire.
@@ -455,6 +456,8 @@ type request struct {
 	Index    uint64      `json:"index,omitempty"`
 	Boot     uint64      `json:"boot,omitempty"` // the sender's process (allocations)
 	Items    []allocItem `json:"items,omitempty"`
+	// View is the leader's health of every member (stats requests).
+	View []MemberHealth `json:"view,omitempty"`
 	// Incarnation is the sender's start count, in lease renewals (restart.go).
 	Incarnation uint64 `json:"incarnation,omitempty"`
 }
@@ -471,6 +474,7 @@ type response struct {
 	Old      int64        `json:"old,omitempty"`
 	Found    bool         `json:"found,omitempty"`
 	Boot     uint64       `json:"boot,omitempty"` // the answering process (fences)
+	Stats    *memberStats `json:"stats,omitempty"`
 	Lease    *LeaseGrant  `json:"lease,omitempty"`
 }
 
@@ -490,6 +494,8 @@ type Identity struct {
 	RESPAddr  string `json:"resp"`       // its advertised RESP address
 	// PublicKey is the fingerprint of its --public-key, "" without one.
 	PublicKey string `json:"public_key,omitempty"`
+	Zone      string `json:"zone,omitempty"`
+	Boot      uint64 `json:"boot,omitempty"` // its process: a join retried by the same process is answered again
 }
 
 // JoinResult is what a member gets when it is admitted: its worker ID, the
@@ -555,6 +561,12 @@ func (c *Cluster) answer(req *request) *response {
 		}
 		return &response{Code: codeOf(err), Msg: err.Error()}
 	}
+	if req.Op != opIdentify && req.Op != opAdmit && c.ClusterID() == "" {
+		// A node that belongs to no cluster yet, at the address of one that
+		// did (a replacement at a dead leader's address): the sender tries
+		// elsewhere, as with any node that does not lead.
+		return fail(fmt.Errorf("%w: node %s at this address belongs to no cluster yet", ErrNoLeader, c.cfg.NodeID))
+	}
 	if req.Op != opIdentify && req.Op != opAdmit && req.Cluster != c.ClusterID() {
 		return fail(fmt.Errorf("%w: a request from cluster %q reached node %s of cluster %q", ErrRefused, req.Cluster, c.cfg.NodeID, c.ClusterID()))
 	}
@@ -570,10 +582,17 @@ func (c *Cluster) answer(req *request) *response {
 	case opAdmit:
 		return fail(c.admit(req.Cluster))
 	case opForgotten:
-		if req.Node == c.cfg.NodeID && c.cfg.OnForgotten != nil {
+		if req.Node != c.cfg.NodeID {
+			// Its address is someone else's now (a replacement): the
+			// leader must not take this answer for the removed node's.
+			return fail(fmt.Errorf("%w: this is node %s, not %s", ErrNotMember, c.cfg.NodeID, req.Node))
+		}
+		if c.cfg.OnForgotten != nil {
 			c.cfg.OnForgotten()
 		}
 		return &response{}
+	case opStats:
+		return c.answerStats(req)
 	case opFence:
 		return c.fenceLocal(req.Tag)
 	case opApplied:

@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -116,8 +117,10 @@ func runRestore(args []string, getenv func(string) string, stdout, stderr io.Wri
 	window := fs.Duration("window", envDuration(getenv, "IDSERVER_WINDOW", 3*time.Second), "the node's --window")
 	borrow := fs.Duration("max-borrow", envDuration(getenv, "IDSERVER_MAX_BORROW", time.Second), "the node's --max-borrow")
 	lease := fs.Duration("worker-lease", envDuration(getenv, "IDSERVER_WORKER_LEASE", 10*time.Second), "the node's --worker-lease")
+	again := fs.Bool("again", false, "restore a backup that was restored before, skipping past every earlier restore's values too "+
+		"(the node restored before must be stopped for good: two nodes restored from one backup share a worker ID)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: idserver restore BACKUP --dir NEWDIR [--skip N] [--skip-time D]\n"+
+		fmt.Fprintln(stderr, "usage: idserver restore BACKUP --dir NEWDIR [--skip N] [--skip-time D] [--again]\n"+
 			"BACKUP is a directory written by idserver backup, or a copy of a data directory (cp -a, rsync, tar)")
 		fs.PrintDefaults()
 	}
@@ -134,15 +137,81 @@ func runRestore(args []string, getenv func(string) string, stdout, stderr io.Wri
 		fmt.Fprintln(stderr, "idserver restore:", err)
 		return 1
 	}
-	res, err := cluster.Restore(img, *dir, cluster.RestoreOptions{SkipValues: *skip,
+	// Every restore is recorded in the backup, before it is made: a second
+	// restore of one backup would hand out again what the first one's node
+	// issued.
+	prior, err := priorRestores(src)
+	if err != nil {
+		fmt.Fprintln(stderr, "idserver restore:", err)
+		return 1
+	}
+	total := *skip
+	if len(prior) > 0 {
+		last := prior[len(prior)-1]
+		if !*again {
+			fmt.Fprintf(stderr, "idserver restore: %s was restored already (%d time(s), last into %s at %s): the node restored from it may have "+
+				"handed out values a second restore would hand out again. Restore from a newer backup; or, if every node restored from it is "+
+				"stopped for good, add --again (this restore then also skips past what they could have issued)\n",
+				src, len(prior), last.Dir, last.At.Format(time.RFC3339))
+			return 1
+		}
+		var above int64
+		for _, r := range prior {
+			above = max(above, r.Above)
+		}
+		total = above + min(*skip, math.MaxInt64-above)
+	}
+	abs, _ := filepath.Abs(*dir)
+	if err := recordRestore(src, append(prior, restoreRecord{At: time.Now().UTC(), Dir: abs,
+		Above: total + min(*skip, math.MaxInt64-total)})); err != nil {
+		fmt.Fprintln(stderr, "idserver restore: cannot record the restore in the backup (a read-only backup? copy it first):", err)
+		return 1
+	}
+	res, err := cluster.Restore(img, *dir, cluster.RestoreOptions{SkipValues: total,
 		AheadMS: (*window + *borrow + *skipTime).Milliseconds(), WorkerLease: *lease, Now: time.Now()})
 	if err != nil {
 		fmt.Fprintln(stderr, "idserver restore:", err)
 		return 1
 	}
 	fmt.Fprintf(stdout, "restored node %s into %s: %d tags skipped %d values (new tags start above %d), IDs start above time %d ms, new cluster ID %s\n",
-		res.NodeID, *dir, res.Tags, *skip, res.TagBase, res.StartAboveMS, res.ClusterID)
+		res.NodeID, *dir, res.Tags, total, res.TagBase, res.StartAboveMS, res.ClusterID)
 	return 0
+}
+
+// restoredFile, in a backup (or a copied data directory), records every
+// restore made from it.
+const restoredFile = "RESTORED.json"
+
+// restoreRecord is one restore of a backup. Above bounds the tag values
+// the restored node may hand out, as the skip bounds the original's: the
+// values it started above plus its skip.
+type restoreRecord struct {
+	At    time.Time `json:"at"`
+	Dir   string    `json:"dir"`
+	Above int64     `json:"above"`
+}
+
+func priorRestores(src string) ([]restoreRecord, error) {
+	var recs []restoreRecord
+	data, err := os.ReadFile(filepath.Join(src, restoredFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err == nil {
+		err = json.Unmarshal(data, &recs)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v (it records the restores made from this backup; remove it only if none was)", filepath.Join(src, restoredFile), err)
+	}
+	return recs, nil
+}
+
+func recordRestore(src string, recs []restoreRecord) error {
+	data, err := json.MarshalIndent(recs, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileSync(filepath.Join(src, restoredFile), data)
 }
 
 // readImage reads a backup directory's image, or the image of a copy of

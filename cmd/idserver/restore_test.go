@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -308,4 +309,40 @@ func TestRestoredMemberNeverRepeats(t *testing.T) {
 		t.Fatalf("rounds %v: the restored member did not say it took the rollback path", unsaid)
 	}
 	t.Logf("%d IDs and %d tag values from three nodes, a member restored twice from older copies, no repeat", len(l.ids), l.values())
+}
+
+// TestOneBackupRestoredTwice: a backup restored, the restored node under
+// load and stopped; a second restore of the same backup is refused, naming
+// the first; with --again it skips past what the first restored node could
+// have issued: no ID and no value repeats across the original node and
+// both restored ones (before, the second restore handed out the first
+// one's values again).
+func TestOneBackupRestoredTwice(t *testing.T) {
+	l := newLedger()
+	root := t.TempDir()
+	dir, backup := filepath.Join(root, "data"), filepath.Join(root, "backup")
+	first, second := filepath.Join(root, "first"), filepath.Join(root, "second")
+	p := startProc(t, dir)
+	load(l, "before the backup", p.client(), 500*time.Millisecond, "orders")
+	if code, out := runToExit(t, "backup", "--from", p.Addr, backup); code != 0 {
+		t.Fatalf("idserver backup: exit %d\n%s", code, out)
+	}
+	load(l, "after the backup", p.client(), 500*time.Millisecond, "orders")
+	p.Kill()
+	restoreRun(t, backup, "--dir", first)
+	p = startProc(t, first)
+	load(l, "first restore", p.client(), time.Second, "orders", "late")
+	p.Kill()
+	code, out := runToExit(t, "restore", backup, "--dir", second)
+	if code != 1 || !strings.Contains(out, "was restored already") || !strings.Contains(out, first) || !strings.Contains(out, "--again") {
+		t.Fatalf("a second restore of one backup: exit %d\n%s", code, out)
+	}
+	if _, err := os.Stat(second); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the refused restore left %s behind: %v", second, err)
+	}
+	t.Logf("%s", strings.TrimSpace(restoreRun(t, backup, "--dir", second, "--again")))
+	p = startProc(t, second)
+	load(l, "second restore", p.client(), time.Second, "orders", "late")
+	l.check(t)
+	t.Logf("%d IDs and %d tag values, no repeat", len(l.ids), l.values())
 }

@@ -94,7 +94,8 @@ func (m *mux) openAsDialer(conn net.Conn, kind byte, target string) error {
 		return err
 	}
 	if _, err := io.ReadFull(conn, h.acceptorNonce[:]); err != nil {
-		return fmt.Errorf("%w: no handshake from the node (an idserver without it?): %v", ErrAuth, err)
+		return fmt.Errorf("%w: no handshake from the node (not an idserver with the handshake, or one turning connections away: "+
+			"too many handshakes under way there): %v", ErrAuth, err)
 	}
 	if _, err := conn.Write(h.proof(m.secret, "dialer")); err != nil {
 		return err

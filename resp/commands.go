@@ -639,6 +639,7 @@ func cmdConfig(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 			conn.WriteBulkString(values[k])
 		}
 	case "resetstat":
+		s.resetStats()
 		conn.WriteString("OK")
 	case "set":
 		s.errorReply(conn, "ERR CONFIG SET is not supported: idserver is configured by flags at start")

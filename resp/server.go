@@ -79,6 +79,7 @@ type Server struct {
 	ready        atomic.Bool    // Config.Ready said true once
 	cmdStats     []commandStats // by command index
 	errorsByCode []atomic.Int64 // by ErrorCodes index
+	instant      instant        // INFO's instantaneous rates and memory peak
 }
 
 // stats are the counters INFO reports.
@@ -88,6 +89,10 @@ type stats struct {
 	rejected     atomic.Int64 // connections refused at --maxclients
 	slowClients  atomic.Int64 // connections closed for not reading their replies
 	errorReplies atomic.Int64 // error replies written (frames refused not included)
+	// keyspaceHits and keyspaceMisses count tags looked up by GET,
+	// EXISTS and TYPE that were found or not, as Redis counts its reads.
+	keyspaceHits, keyspaceMisses atomic.Int64
+	netInput, netOutput          atomic.Int64 // bytes read from and written to clients
 }
 
 // New makes a server; Serve starts it.
@@ -146,6 +151,9 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.ln = ln
 	s.mu.Unlock()
 	defer s.closeClients()
+	stopSampling := make(chan struct{})
+	defer close(stopSampling)
+	go s.sampleLoop(stopSampling)
 	var backoff time.Duration
 	for {
 		nc, err := ln.Accept()
@@ -283,15 +291,16 @@ func (s *Server) handle(c *client, cn *connection, p *frameParser, args [][]byte
 	case !def.arityOK(len(args)) && def.name == "exec":
 		// Redis discards the transaction, inside MULTI or not.
 		c.tx.reset()
+		s.cmdStats[def.index].rejected.Add(1)
 		s.errorReply(cn, "EXECABORT Transaction discarded because of: wrong number of arguments for 'exec' command")
 	case !def.arityOK(len(args)): // before NOAUTH, as Redis checks
-		s.refuse(c, cn, wrongArity(def.name))
+		s.reject(c, cn, def, wrongArity(def.name))
 	case subErr != "":
 		s.refuse(c, cn, subErr)
 	case !c.authed && !def.beforeAuth:
-		s.refuse(c, cn, "NOAUTH Authentication required.")
+		s.reject(c, cn, def, "NOAUTH Authentication required.")
 	case !def.whileLoading && !s.isReady():
-		s.refuse(c, cn, "LOADING idserver is starting: waiting for its worker ID and a Raft leader")
+		s.reject(c, cn, def, errLoading)
 	case c.tx.active && !notQueued[def.name]:
 		s.queue(c, cn, def, args)
 	case def.run != nil && len(args) == def.runArgs:
@@ -330,6 +339,16 @@ func (s *Server) refuse(c *client, conn redcon.Conn, msg string) {
 	}
 	s.errorReply(conn, msg)
 }
+
+// reject is refuse for a known command, counted in its rejected_calls.
+func (s *Server) reject(c *client, conn redcon.Conn, def *command, msg string) {
+	s.cmdStats[def.index].rejected.Add(1)
+	s.refuse(c, conn, msg)
+}
+
+// errLoading answers every command but the connection ones until the node
+// can issue (Config.Ready), as Redis answers while it loads.
+const errLoading = "LOADING idserver is starting: waiting for its worker ID and a Raft leader"
 
 // dispatch runs a command and counts it, at once or inside EXEC.
 func (s *Server) dispatch(c *client, conn redcon.Conn, def *command, args [][]byte) {

@@ -18,7 +18,9 @@ type command struct {
 	index      int    // position in the server's per-command counters
 	arity      int    // Redis convention: n exact, -n at least n (name included)
 	beforeAuth bool   // answered before AUTH
-	// whileLoading: answered before the node is ready (Redis's "loading" flag)
+	// whileLoading: answered before the node is ready (Redis's "loading"
+	// flag). PING and ECHO have not, as in Redis 7: a readiness probe that
+	// sends PING sees -LOADING until the node can issue.
 	whileLoading bool
 	flags        []string
 	keys         [3]int // first key, last key (-1: the last argument), step; zero: no key
@@ -116,8 +118,8 @@ func idCommands() []*command {
 // a Redis client expects.
 func connCommands() []*command {
 	return []*command{
-		{name: "ping", arity: -1, whileLoading: true, flags: []string{"fast"}, summary: "Ping the server", handler: cmdPing},
-		{name: "echo", arity: 2, whileLoading: true, flags: []string{"fast"}, summary: "Echo the argument", handler: cmdEcho},
+		{name: "ping", arity: -1, flags: []string{"fast"}, summary: "Ping the server", handler: cmdPing},
+		{name: "echo", arity: 2, flags: []string{"fast"}, summary: "Echo the argument", handler: cmdEcho},
 		{name: "quit", arity: -1, whileLoading: true, beforeAuth: true, flags: []string{"fast"}, summary: "Close the connection", handler: cmdQuit},
 		{name: "hello", arity: -1, whileLoading: true, beforeAuth: true, flags: []string{"fast"}, summary: "Handshake: protocol version, AUTH, SETNAME", handler: cmdHello},
 		{name: "auth", arity: -2, whileLoading: true, beforeAuth: true, flags: []string{"fast"}, summary: "Authenticate the connection", handler: cmdAuth},

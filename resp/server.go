@@ -42,8 +42,9 @@ type Config struct {
 	// cluster's Timing().Request); 10s when zero.
 	RequestTimeout time.Duration
 	// Ready reports whether the node serves yet. Until it first says true,
-	// every command but the connection and introspection ones (PING, ECHO,
-	// QUIT, HELLO, AUTH, SELECT, CLIENT, COMMAND, CONFIG, INFO, TIME) is
+	// every command but the connection and introspection ones (QUIT,
+	// HELLO, AUTH, SELECT, CLIENT, COMMAND, CONFIG, INFO, TIME, RESET and
+	// MULTI/EXEC/DISCARD) is
 	// answered "-LOADING ...", as Redis answers while it loads, and INFO
 	// says loading:1. Once true it is not asked again. nil: ready at once.
 	Ready func() bool

@@ -12,6 +12,8 @@ require (
 	github.com/redis/go-redis/v9 v9.17.3
 	github.com/redis/rueidis v1.0.79
 	github.com/tidwall/redcon v1.6.4
+	go.etcd.io/bbolt v1.3.5
+	golang.org/x/sys v0.47.0
 )
 
 require (
@@ -52,9 +54,7 @@ require (
 	github.com/rogpeppe/go-internal v1.9.0 // indirect
 	github.com/tidwall/btree v1.1.0 // indirect
 	github.com/tidwall/match v1.1.1 // indirect
-	go.etcd.io/bbolt v1.3.5 // indirect
 	golang.org/x/exp v0.0.0-20230626212559-97b1e661b5df // indirect
-	golang.org/x/sys v0.47.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
 	google.golang.org/protobuf v1.33.0 // indirect
 )

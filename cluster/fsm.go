@@ -27,7 +27,7 @@ const (
 	entryForget byte = 4 // node ID: gone for good, its worker ID free for reuse above its last lease
 	// 5 was the replicated high-water, replaced by worker leases.
 	entryInit  byte = 6 // cluster ID, layout: the cluster's identity, once, at bootstrap
-	entryLease byte = 7 // node ID, worker ID, end ms: extend the node's lease on its worker ID
+	entryLease byte = 7 // node ID, worker ID, end ms[, incarnation]: extend the node's lease on its worker ID (incarnation: restart.go)
 	entryAddrs byte = 8 // node ID, raft address, RESP address: a member's new addresses
 	// entryRecover: node ID, now ms, value skip, time skip, new cluster ID:
 	// the node restarted the cluster alone after the quorum was lost for good
@@ -110,6 +110,10 @@ type member struct {
 	Worker   int64  `json:"worker"`
 	RaftAddr string `json:"raft_addr"`
 	RESPAddr string `json:"resp_addr"`
+	// Incarnation is the latest start of the node its lease renewals
+	// carried (restart.go): a start from a directory that says less runs
+	// on a restored copy.
+	Incarnation uint64 `json:"incarnation,omitempty"`
 }
 
 // workerState is one worker ID: who holds it, and the end of the lease its
@@ -129,6 +133,10 @@ type meta struct {
 	Layout  string                 `json:"layout"`  // ID layout and epoch, cluster-wide
 	Members map[string]*member     `json:"members"`
 	Workers map[int64]*workerState `json:"workers"`
+	// TagBase: a tag this state does not hold starts above it. A restore
+	// (restore.go) raises it, since the node it restores may have created
+	// tags after the copy was taken.
+	TagBase int64 `json:"tag_base,omitempty"`
 }
 
 // allocItem is one request in an entryAlloc, and allocResult its answer.
@@ -364,7 +372,7 @@ func (f *fsm) allocate(d *decoder, b *persist.Batch, by bool) any {
 		if by {
 			node, boot = d.string(), d.uvarint()
 		}
-		t := f.tags[tag]
+		t, _ := f.tagOrBase(tag)
 		if n < 1 || t.high() > math.MaxInt64-n {
 			results = append(results, allocResult{Err: engine.ErrOverflow})
 			continue
@@ -408,7 +416,7 @@ func (f *fsm) applySet(d *decoder, b *persist.Batch, _ *changes) any {
 		rev = d.uvarint()
 	}
 	d.end()
-	t, existed := f.tags[tag]
+	t, existed := f.tagOrBase(tag)
 	res := setResult{Old: t.high(), Existed: existed}
 	if (cond == setNX && existed) || (cond == setXX && !existed) {
 		return res
@@ -490,14 +498,22 @@ func (f *fsm) applyForget(d *decoder, b *persist.Batch, ch *changes) any {
 	return nil
 }
 
-// leaseResult answers entryLease.
+// leaseResult answers entryLease: the committed end, and, for an entry
+// that carries the node's incarnation, the incarnation and lease end the
+// state held before it (restart.go).
 type leaseResult struct {
-	EndMS int64
-	Err   error
+	EndMS           int64
+	PrevIncarnation uint64
+	PrevEndMS       int64
+	Err             error
 }
 
 func (f *fsm) applyLease(d *decoder, b *persist.Batch, _ *changes) any {
 	node, worker, end := d.string(), d.varint(), d.varint()
+	var incarnation uint64
+	if len(d.b) > 0 {
+		incarnation = d.uvarint()
+	}
 	d.end()
 	m, ok := f.meta.Members[node]
 	ws := f.meta.Workers[worker]
@@ -507,8 +523,11 @@ func (f *fsm) applyLease(d *decoder, b *persist.Batch, _ *changes) any {
 	case m.Worker != worker || ws == nil || ws.Node != node || ws.Forgotten:
 		return leaseResult{Err: fmt.Errorf("%w: node %q does not hold worker ID %d", ErrNotMember, node, worker)}
 	}
+	res := leaseResult{PrevIncarnation: m.Incarnation, PrevEndMS: ws.LeaseEnd}
 	ws.LeaseEnd = max(ws.LeaseEnd, end)
-	return leaseResult{EndMS: ws.LeaseEnd}
+	m.Incarnation = max(m.Incarnation, incarnation)
+	res.EndMS = ws.LeaseEnd
+	return res
 }
 
 // applyRecover makes node the only member after the quorum was lost for
@@ -630,8 +649,19 @@ func (f *fsm) tag(tag string) (int64, bool) {
 func (f *fsm) tagState(tag string) (tagState, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	t, ok := f.tags[tag]
+	t, ok := f.tagOrBase(tag)
 	t.Nodes = maps.Clone(t.Nodes)
+	return t, ok
+}
+
+// tagOrBase is tag's state; a tag this state does not hold starts at
+// TagBase, all of which may have been issued (restore.go). The caller
+// holds the lock.
+func (f *fsm) tagOrBase(tag string) (tagState, bool) {
+	t, ok := f.tags[tag]
+	if !ok && f.meta.TagBase > 0 {
+		t.MaxID, t.Bound = f.meta.TagBase, f.meta.TagBase
+	}
 	return t, ok
 }
 

@@ -10,23 +10,21 @@ import (
 // to endMS (ID time) and returns the committed end. It fails with
 // ErrNotMember when the node no longer holds the worker ID.
 func (c *Cluster) RenewLease(ctx context.Context, worker, endMS int64) (int64, error) {
-	if !c.IsLeader() {
-		resp, err := c.toLeader(ctx, &request{Op: opLease, Node: c.cfg.NodeID, Worker: worker, Value: endMS})
-		if err != nil {
-			return 0, err
-		}
-		return resp.Value, nil
-	}
-	return c.leaseLocal(c.cfg.NodeID, worker, endMS)
+	g, err := c.RenewLeaseAs(ctx, worker, endMS, 0)
+	return g.EndMS, err
 }
 
-func (c *Cluster) leaseLocal(node string, worker, endMS int64) (int64, error) {
-	resp, err := c.apply(newEntry(entryLease).string(node).varint(worker).varint(endMS))
+func (c *Cluster) leaseLocal(node string, worker, endMS int64, incarnation uint64) (LeaseGrant, error) {
+	e := newEntry(entryLease).string(node).varint(worker).varint(endMS)
+	if incarnation > 0 {
+		e = e.uvarint(incarnation)
+	}
+	resp, err := c.apply(e)
 	if err != nil {
-		return 0, err
+		return LeaseGrant{}, err
 	}
 	lr := resp.(leaseResult)
-	return lr.EndMS, lr.Err
+	return LeaseGrant{EndMS: lr.EndMS, PrevIncarnation: lr.PrevIncarnation, PrevEndMS: lr.PrevEndMS}, lr.Err
 }
 
 // Lease is this node's committed lease end as its state machine has it (0

@@ -293,6 +293,8 @@ type request struct {
 	Index    uint64      `json:"index,omitempty"`
 	Boot     uint64      `json:"boot,omitempty"` // the sender's process (allocations)
 	Items    []allocItem `json:"items,omitempty"`
+	// Incarnation is the sender's start count, in lease renewals (restart.go).
+	Incarnation uint64 `json:"incarnation,omitempty"`
 }
 
 type response struct {
@@ -307,6 +309,7 @@ type response struct {
 	Old      int64        `json:"old,omitempty"`
 	Found    bool         `json:"found,omitempty"`
 	Boot     uint64       `json:"boot,omitempty"` // the answering process (fences)
+	Lease    *LeaseGrant  `json:"lease,omitempty"`
 }
 
 type wireResult struct {
@@ -456,11 +459,11 @@ func (c *Cluster) answer(req *request) *response {
 		resp.Old, resp.Found = old, existed
 		return resp
 	case opLease:
-		end, err := c.leaseLocal(req.Node, req.Worker, req.Value)
+		g, err := c.leaseLocal(req.Node, req.Worker, req.Value, req.Incarnation)
 		if err != nil {
 			return fail(err)
 		}
-		return &response{Value: end}
+		return &response{Value: g.EndMS, Lease: &g}
 	case opHigh:
 		v, ok, err := c.High(ctx, req.Tag)
 		if err != nil {

@@ -84,6 +84,8 @@ type Node struct {
 	ln           net.Listener
 	checkInLater bool // the start could not reach the cluster
 	conflicted   atomic.Pointer[error]
+	incarnation  atomic.Uint64 // this start's number (restart.go)
+	leaseChecked atomic.Bool   // a renewal of this start was committed
 	served       chan error
 	stop         context.CancelFunc
 	background   sync.WaitGroup
@@ -224,8 +226,15 @@ func Open(cfg Config) (_ *Node, err error) {
 	go func() { n.served <- n.Server.Serve(serving) }()
 	closers = append(closers, func() { n.Server.Close() })
 
+	copied, err := n.checkCopy()
+	if err != nil {
+		return nil, err
+	}
 	worker, startAbove, lease, err := n.workerID()
 	if err != nil {
+		return nil, err
+	}
+	if startAbove, lease, err = n.startLease(worker, startAbove, lease, copied); err != nil {
 		return nil, err
 	}
 	n.Worker = worker
@@ -437,11 +446,17 @@ func (n *Node) renewLease(ctx context.Context) {
 		wait := lease / 4
 		if st.LeaseEndMS-max(wall, st.LastTimeMS) < lease.Milliseconds()*3/4 {
 			rctx, cancel := context.WithTimeout(ctx, min(n.Cluster.Timing().Call, lease/2))
-			end, err := n.Cluster.RenewLease(rctx, n.Worker, max(wall, st.LastTimeMS)+lease.Milliseconds())
+			inc := n.incarnation.Load()
+			g, err := n.Cluster.RenewLeaseAs(rctx, n.Worker, max(wall, st.LastTimeMS)+lease.Milliseconds(), inc)
 			cancel()
+			if err == nil && !n.leaseChecked.Swap(true) && g.RolledBack(inc) {
+				n.log.Error("this data directory is older than what the cluster committed for this node (restored from a copy?), "+
+					"and the node could not tell at start: IDs it issued since the start may repeat earlier ones",
+					"incarnation", inc, "incarnation_in_cluster", g.PrevIncarnation)
+			}
 			switch {
 			case err == nil:
-				n.Gen.SetLease(end)
+				n.Gen.SetLease(g.EndMS)
 				n.Gen.SetLeaseProblem("")
 			case errors.Is(err, cluster.ErrNotMember):
 				n.Gen.SetLeaseProblem("this node is no longer a member of the cluster (CLUSTER FORGET?); start it on an empty --dir to join again")

@@ -79,6 +79,7 @@ func (f *fakeCluster) Join(ctx context.Context, node, raftAddr, respAddr string)
 	return 0, 0, 0, nil
 }
 func (f *fakeCluster) Forget(ctx context.Context, node string) error { return nil }
+func (f *fakeCluster) Backup() ([]byte, error)                       { return []byte("{}"), nil }
 func (f *fakeCluster) Leader() (string, bool)                        { return "127.0.0.1:1", true }
 func (f *fakeCluster) Info() [][2]string {
 	return [][2]string{{"node_id", "n1"}, {"role", "Leader"}, {"members", "1"}}

@@ -35,6 +35,9 @@ type ClusterNode interface {
 	Forget(ctx context.Context, node string) error
 	Leader() (string, bool)
 	Info() [][2]string
+	// Backup is a consistent image of this node's state (CLUSTER BACKUP,
+	// what `idserver backup` reads).
+	Backup() ([]byte, error)
 }
 
 // Key positions for COMMAND INFO, so that cluster-aware clients and
@@ -72,7 +75,7 @@ func tagCommands() []*command {
 		{name: "decr", arity: 2, keys: oneKey, flags: []string{"write"}, summary: "Refused: values never go back", handler: cmdNeverBack},
 		{name: "decrby", arity: 3, keys: oneKey, flags: []string{"write"}, summary: "Refused: values never go back", handler: cmdNeverBack},
 		{name: "del", arity: -2, keys: allKeys, flags: []string{"write"}, summary: "Refused: values never go back", handler: cmdNeverBack},
-		{name: "cluster", arity: -2, subs: map[string]int{"help": 2, "info": 2, "leader": 2, "join": 5, "forget": 3}, flags: []string{"admin"}, summary: "INFO, LEADER, JOIN, FORGET", handler: cmdCluster},
+		{name: "cluster", arity: -2, subs: map[string]int{"help": 2, "info": 2, "leader": 2, "join": 5, "forget": 3, "backup": 2}, flags: []string{"admin"}, summary: "INFO, LEADER, JOIN, FORGET, BACKUP", handler: cmdCluster},
 	}
 }
 
@@ -369,5 +372,12 @@ func cmdCluster(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 			return
 		}
 		conn.WriteString("OK")
+	case "backup":
+		img, err := cl.Backup()
+		if err != nil {
+			s.errorReply(conn, "ERR backup: "+err.Error())
+			return
+		}
+		conn.WriteBulk(img)
 	}
 }

@@ -26,6 +26,14 @@ func main() {
 // run wires the parts, serves until SIGTERM or SIGINT, and shuts down in
 // reverse order. It returns the process exit code.
 func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "backup":
+			return runBackup(args[1:], getenv, stdout, stderr)
+		case "restore":
+			return runRestore(args[1:], getenv, stdout, stderr)
+		}
+	}
 	cfg, err := parseConfig(args, getenv, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "idserver:", err)

@@ -1,0 +1,173 @@
+package main
+
+// idserver backup and idserver restore: the safe path for a one-node
+// cluster, which has nothing outside its disk to ask what it issued after a
+// copy was taken (cluster/restore.go).
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"idserver/cluster"
+)
+
+// splitPositional takes the one positional argument, before or after the
+// flags, out of args.
+func splitPositional(args []string) (string, []string) {
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		return args[0], args[1:]
+	}
+	if len(args) > 0 && !strings.HasPrefix(args[len(args)-1], "-") {
+		return args[len(args)-1], args[:len(args)-1]
+	}
+	return "", args
+}
+
+// runBackup: idserver backup --from host:port DIR writes a consistent image
+// of a running node (CLUSTER BACKUP) into DIR/idserver-backup.json.
+func runBackup(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	dir, rest := splitPositional(args)
+	fs := flag.NewFlagSet("idserver backup", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	from := fs.String("from", "127.0.0.1:6380", "RESP address of the node to back up")
+	pass := fs.String("requirepass", getenv("IDSERVER_REQUIREPASS"), "the node's --requirepass")
+	timeout := fs.Duration("timeout", time.Minute, "how long to wait for the node")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: idserver backup --from host:port [--requirepass P] DIR")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(rest); err != nil || dir == "" || fs.NArg() > 0 {
+		fs.Usage()
+		return 2
+	}
+	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
+		fmt.Fprintf(stderr, "idserver backup: %s is not empty\n", dir)
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	c := redis.NewClient(&redis.Options{Addr: *from, Password: *pass, Protocol: 2, DisableIdentity: true, ReadTimeout: *timeout})
+	defer c.Close()
+	img, err := c.Do(ctx, "CLUSTER", "BACKUP").Text()
+	if err != nil {
+		fmt.Fprintf(stderr, "idserver backup: %s: %v\n", *from, err)
+		return 1
+	}
+	if err := writeFileSync(filepath.Join(dir, cluster.BackupFile), []byte(img)); err != nil {
+		fmt.Fprintln(stderr, "idserver backup:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "backed up %s into %s (%d bytes); restore it with: idserver restore %s --dir NEWDIR\n", *from, dir, len(img), dir)
+	return 0
+}
+
+// writeFileSync writes path through a temporary file, durably.
+func writeFileSync(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// runRestore: idserver restore BACKUP --dir DIR writes a new data
+// directory from a backup (idserver backup) or a copy of a data directory,
+// with every tag and the time high-water moved past what the node could
+// have issued since.
+func runRestore(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	src, rest := splitPositional(args)
+	fs := flag.NewFlagSet("idserver restore", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("dir", "", "the new data directory (absent or empty)")
+	skip := fs.Int64("skip", 1_000_000_000_000, "how far every tag skips past its high-water in the backup (and where tags it does not hold start)")
+	skipTime := fs.Duration("skip-time", time.Minute, "how far past the restore's clock (plus --window and --max-borrow) the time high-water moves")
+	window := fs.Duration("window", envDuration(getenv, "IDSERVER_WINDOW", 3*time.Second), "the node's --window")
+	borrow := fs.Duration("max-borrow", envDuration(getenv, "IDSERVER_MAX_BORROW", time.Second), "the node's --max-borrow")
+	lease := fs.Duration("worker-lease", envDuration(getenv, "IDSERVER_WORKER_LEASE", 10*time.Second), "the node's --worker-lease")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: idserver restore BACKUP --dir NEWDIR [--skip N] [--skip-time D]\n"+
+			"BACKUP is a directory written by idserver backup, or a copy of a data directory (cp -a, rsync, tar)")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(rest); err != nil || src == "" || *dir == "" || fs.NArg() > 0 {
+		fs.Usage()
+		return 2
+	}
+	if *skip < 1 || *skipTime < 0 {
+		fmt.Fprintln(stderr, "idserver restore: --skip must be at least 1 and --skip-time not negative")
+		return 2
+	}
+	img, err := readImage(src)
+	if err != nil {
+		fmt.Fprintln(stderr, "idserver restore:", err)
+		return 1
+	}
+	res, err := cluster.Restore(img, *dir, cluster.RestoreOptions{SkipValues: *skip,
+		AheadMS: (*window + *borrow + *skipTime).Milliseconds(), WorkerLease: *lease, Now: time.Now()})
+	if err != nil {
+		fmt.Fprintln(stderr, "idserver restore:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "restored node %s into %s: %d tags skipped %d values (new tags start above %d), IDs start above time %d ms, new cluster ID %s\n",
+		res.NodeID, *dir, res.Tags, *skip, res.TagBase, res.StartAboveMS, res.ClusterID)
+	return 0
+}
+
+// readImage reads a backup directory's image, or the image of a copy of
+// a data directory.
+func readImage(src string) (cluster.Image, error) {
+	var img cluster.Image
+	data, err := os.ReadFile(filepath.Join(src, cluster.BackupFile))
+	switch {
+	case err == nil:
+		if err := json.Unmarshal(data, &img); err != nil {
+			return img, fmt.Errorf("%s: %v", filepath.Join(src, cluster.BackupFile), err)
+		}
+		return img, nil
+	case !errors.Is(err, os.ErrNotExist):
+		return img, err
+	}
+	if _, err := os.Stat(filepath.Join(src, "pebble")); err != nil {
+		return img, fmt.Errorf("%s holds neither %s (idserver backup) nor a data directory (pebble/)", src, cluster.BackupFile)
+	}
+	return cluster.ImageOf(src)
+}
+
+func envDuration(getenv func(string) string, name string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(getenv(name)); err == nil {
+		return d
+	}
+	return def
+}

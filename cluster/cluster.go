@@ -264,6 +264,7 @@ func Open(cfg Config) (*Cluster, error) {
 		c.bootstrapped = true
 		c.log.Info("bootstrapped a new cluster", "cluster_id", id)
 	}
+	c.standAtOnce()
 	c.stopped.Add(2)
 	go c.runGroupCommit()
 	go c.watchRole()

@@ -395,7 +395,9 @@ func (n *Node) checkIn(ctx context.Context, viaCluster bool) (worker, startAbove
 		select {
 		case <-ctx.Done():
 			return 0, 0, 0, fmt.Errorf("no answer from the cluster: %w", err)
-		case <-time.After(250 * time.Millisecond):
+		case <-time.After(min(10*time.Millisecond<<attempt, 250*time.Millisecond)):
+			// Soon at first: a restarting one-node cluster leads itself
+			// within milliseconds, and a start should not wait 250 ms more.
 		}
 	}
 }

@@ -47,6 +47,9 @@ type Config struct {
 	// allocation of it in flight, and returns the largest value it handed
 	// out (engine.Segments.Fence): the first step of a SET.
 	OnFence func(tag string) (issued int64)
+	// OnIssued answers the largest value of tag this node handed out in
+	// this process, dropping nothing (a SET asks it before OnFence).
+	OnIssued func(tag string) (issued int64)
 	// Join says the node joins an existing cluster instead of bootstrapping
 	// its own when its directory is empty.
 	Join bool

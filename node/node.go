@@ -201,6 +201,12 @@ func Open(cfg Config) (_ *Node, err error) {
 			}
 			return 0
 		},
+		OnIssued: func(tag string) int64 {
+			if s := segments.Load(); s != nil {
+				return s.Issued(tag)
+			}
+			return 0
+		},
 	})
 	if err != nil {
 		return nil, err

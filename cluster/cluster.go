@@ -349,6 +349,29 @@ func (w slogWriter) Write(p []byte) (int, error) {
 			level, line = l, strings.TrimSpace(strings.TrimPrefix(line, prefix))
 		}
 	}
+	if level == slog.LevelWarn && routineRaftWarning(line) {
+		level = slog.LevelInfo
+	}
 	w.log.Log(context.Background(), level, line)
 	return len(p), nil
+}
+
+// routineRaftWarnings are lines hashicorp/raft logs at WARN on every
+// healthy start: a fresh or restarted node standing for election, a joiner
+// that has not received the log yet (and its leader sending it), a
+// joiner's Raft before it is admitted. They say nothing is wrong, so they are logged at INFO.
+var routineRaftWarnings = []string{
+	"raft: heartbeat timeout reached, starting election",
+	"raft: failed to get previous log",
+	"raft: appendEntries rejected, sending older logs", // the leader's side of the same
+	"raft: no known peers, aborting election",
+}
+
+func routineRaftWarning(line string) bool {
+	for _, w := range routineRaftWarnings {
+		if strings.HasPrefix(line, w) {
+			return true
+		}
+	}
+	return false
 }

@@ -200,11 +200,28 @@ func (c *Cluster) promote(ctx context.Context, node, raftAddr string, index uint
 	if err != nil {
 		return fmt.Errorf("%w: node %s has not caught up to index %d yet: %v", ErrNoLeader, node, index, err)
 	}
+	if c.isVoter(node) {
+		return nil // promoted meanwhile (the join's promotion and the leader's sweep race): logged once
+	}
 	if err := c.raft.AddVoter(raft.ServerID(node), raft.ServerAddress(raftAddr), 0, c.timing.Apply).Error(); err != nil {
 		return fmt.Errorf("%w: add voter: %v", ErrNoLeader, err)
 	}
 	c.log.Info("member promoted to voter", "node", node, "index", index)
 	return nil
+}
+
+// isVoter reports whether node is a voter in the latest configuration.
+func (c *Cluster) isVoter(node string) bool {
+	cf := c.raft.GetConfiguration()
+	if cf.Error() != nil {
+		return false
+	}
+	for _, s := range cf.Configuration().Servers {
+		if s.ID == raft.ServerID(node) {
+			return s.Suffrage == raft.Voter
+		}
+	}
+	return false
 }
 
 // promoteCaughtUp promotes the non-voting members that have caught up: a

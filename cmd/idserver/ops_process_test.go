@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"os/exec"
@@ -191,5 +193,74 @@ func TestMemberRestartFirstID(t *testing.T) {
 	// loaded machine.
 	if d > 600*time.Millisecond || incr > 600*time.Millisecond {
 		t.Fatalf("member restart: first NEXTID after %v, first INCR %v after that", d, incr)
+	}
+}
+
+// jsonLines parses a --log-format json log line by line: every line is a
+// JSON object with time, level and msg.
+func jsonLines(t *testing.T, name, log string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for i, line := range strings.Split(strings.TrimRight(log, "\n"), "\n") {
+		if line == "" {
+			continue
+		}
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Errorf("%s, line %d is not JSON: %v\n%s", name, i+1, err, line)
+			continue
+		}
+		if rec["time"] == nil || rec["level"] == nil || rec["msg"] == nil {
+			t.Errorf("%s, line %d lacks time, level or msg: %s", name, i+1, line)
+		}
+		out = append(out, rec)
+	}
+	return out
+}
+
+// TestJSONLogsParseThroughAFailedJoinAndAHealthyStart: under --log-format
+// json every line of the log is JSON, go-redis's own lines included (a
+// joiner that cannot reach --join, at debug level) and a refused join's
+// last words; a healthy start (a fresh node, a joiner) logs no WARN or
+// ERROR, and the leader logs "member promoted to voter" once per joiner.
+func TestJSONLogsParseThroughAFailedJoinAndAHealthyStart(t *testing.T) {
+	json := []string{"--log-format", "json"}
+	nowhere := "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t))
+	_, unreachable := startUnready(t, append(json, "--join", nowhere, "--log-level", "debug")...)
+
+	first := startProc(t, t.TempDir(), json...)
+	joiner := startProc(t, t.TempDir(), append(json, "--join", first.Addr)...)
+	// A join refused (another layout) ends the process.
+	refused, err := launch(t, t.TempDir(), nil, append(json, "--join", first.Addr, "--epoch", "2024-01-01T00:00:00Z")...)
+	refusedLog := waitExit(t, refused, err)
+
+	promoted := func() int { return strings.Count(first.Log(), `"msg":"member promoted to voter"`) }
+	for deadline := time.Now().Add(10 * time.Second); promoted() == 0 && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second) // the leader's sweep, which promoted a second time
+
+	if recs := jsonLines(t, "unreachable --join", unreachable.String()); !slices.ContainsFunc(recs, func(r map[string]any) bool {
+		return r["from"] == "go-redis"
+	}) {
+		t.Errorf("no go-redis line in the debug log of a joiner that cannot reach --join:\n%s", unreachable)
+	}
+	jsonLines(t, "refused join", refusedLog)
+	if !strings.Contains(refusedLog, `"level":"ERROR"`) {
+		t.Errorf("the refused join's log has no ERROR:\n%s", refusedLog)
+	}
+	for name, log := range map[string]string{"first node": first.Log(), "joiner": joiner.Log()} {
+		for _, rec := range jsonLines(t, name, log) {
+			if rec["level"] == "WARN" || rec["level"] == "ERROR" {
+				// The refused join is the first node's to report.
+				if name == "first node" && strings.Contains(fmt.Sprint(rec["msg"], rec["err"]), "refused") {
+					continue
+				}
+				t.Errorf("%s: %v on a healthy start: %v", name, rec["level"], rec)
+			}
+		}
+	}
+	if n := promoted(); n != 1 {
+		t.Errorf(`"member promoted to voter" logged %d times for one joiner:\n%s`, n, first.Log())
 	}
 }

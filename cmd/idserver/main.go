@@ -5,6 +5,8 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -47,9 +49,13 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 			return runRestore(args[1:], getenv, stdout, stderr)
 		}
 	}
-	cfg, err := parseConfig(args, getenv, stderr)
+	cfg, err := parseConfig(args, getenv, stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0 // the usage is printed
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "idserver:", err)
+		fmt.Fprintln(stderr, "Run 'idserver --help' for the flags.")
 		return 2
 	}
 	if cfg.ShowVersion {

@@ -124,7 +124,7 @@ func connCommands() []*command {
 		{name: "hello", arity: -1, whileLoading: true, beforeAuth: true, flags: []string{"fast"}, summary: "Handshake: protocol version, AUTH, SETNAME", handler: cmdHello},
 		{name: "auth", arity: -2, whileLoading: true, beforeAuth: true, flags: []string{"fast"}, summary: "Authenticate the connection", handler: cmdAuth},
 		{name: "select", arity: 2, whileLoading: true, flags: []string{"fast"}, summary: "Select database 0 (the only one)", handler: cmdSelect},
-		{name: "client", arity: -2, subs: map[string]int{"help": 2, "id": 2, "getname": 2, "setname": 3, "info": 2, "list": -2, "setinfo": 4, "no-evict": 3, "no-touch": 3}, whileLoading: true, flags: []string{"slow"}, summary: "Connection commands", handler: cmdClient},
+		{name: "client", arity: -2, subs: map[string]int{"help": 2, "id": 2, "getname": 2, "setname": 3, "info": 2, "list": -2, "setinfo": 4, "no-evict": 3, "no-touch": 3, "tracking": -3}, whileLoading: true, flags: []string{"slow"}, summary: "Connection commands", handler: cmdClient},
 		{name: "command", arity: -1, subs: map[string]int{"help": 2, "count": 2, "info": -2, "docs": -2}, whileLoading: true, flags: []string{"slow"}, summary: "Describe the commands", handler: cmdCommand},
 		{name: "config", arity: -2, subs: map[string]int{"help": 2, "get": -3, "set": -4, "resetstat": 2}, whileLoading: true, flags: []string{"slow"}, summary: "Read configuration parameters", handler: cmdConfig},
 		{name: "info", arity: -1, whileLoading: true, flags: []string{"slow"}, summary: "Server information and statistics", handler: cmdInfo},
@@ -411,6 +411,13 @@ func validClientName(name []byte) bool {
 
 func cmdClient(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	switch sub := strings.ToLower(string(args[1])); sub {
+	case "tracking":
+		// Client-side caching is refused, not served: what a client would
+		// cache (GET tag) changes with every value any node hands out, so
+		// every read would be followed by an invalidation, and the ID
+		// commands are never cacheable. rueidis enables it by default.
+		s.errorReply(conn, "ERR CLIENT TRACKING (client-side caching) is not supported by idserver: tag high-waters change with "+
+			"every value issued and IDs are never cached. With rueidis set rueidis.ClientOption{DisableCache: true}")
 	case "id":
 		conn.WriteInt64(c.id)
 	case "getname":

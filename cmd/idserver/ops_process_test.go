@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
+	"net/http"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -263,4 +265,73 @@ func TestJSONLogsParseThroughAFailedJoinAndAHealthyStart(t *testing.T) {
 	if n := promoted(); n != 1 {
 		t.Errorf(`"member promoted to voter" logged %d times for one joiner:\n%s`, n, first.Log())
 	}
+}
+
+// TestRedisExporterScrape: Debian's prometheus-redis-exporter scraping a
+// real idserver exports the CPU, client, memory and net metrics it exports
+// for Redis, from INFO. (It exports no instantaneous_* field, for Redis
+// either: rate() of the counters does that job.)
+func TestRedisExporterScrape(t *testing.T) {
+	exporter, err := exec.LookPath("prometheus-redis-exporter")
+	if err != nil {
+		t.Skip("prometheus-redis-exporter not found: install Debian's prometheus-redis-exporter (apt-get install prometheus-redis-exporter)")
+	}
+	p := startProc(t, t.TempDir())
+	rdb := p.client()
+	ctx := context.Background()
+	for range 200 {
+		rdb.Do(ctx, "NEXTID")
+	}
+	rdb.Do(ctx, "GET", "nosuch")
+	web := "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t))
+	cmd := exec.Command(exporter, "-redis.addr", "redis://"+p.Addr, "-web.listen-address", web)
+	out := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("exporter output:\n%s", out)
+		}
+	}()
+	var body string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if res, err := http.Get("http://" + web + "/metrics"); err == nil {
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			body = string(b)
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the exporter does not answer: %v", err)
+		}
+	}
+	names := map[string]bool{}
+	for _, line := range strings.Split(body, "\n") {
+		if line != "" && !strings.HasPrefix(line, "#") && strings.HasPrefix(line, "redis_") {
+			names[strings.FieldsFunc(line, func(r rune) bool { return r == '{' || r == ' ' })[0]] = true
+		}
+	}
+	if metricValue(t, body, "redis_up") != 1 {
+		t.Fatalf("redis_up is not 1:\n%s", body)
+	}
+	for _, name := range []string{
+		"redis_cpu_sys_seconds_total", "redis_cpu_user_seconds_total",
+		"redis_cpu_sys_children_seconds_total", "redis_cpu_user_children_seconds_total",
+		"redis_connected_clients", "redis_blocked_clients",
+		"redis_memory_used_bytes", "redis_memory_used_rss_bytes", "redis_memory_used_peak_bytes",
+		"redis_net_input_bytes_total", "redis_net_output_bytes_total",
+		"redis_keyspace_hits_total", "redis_keyspace_misses_total", "redis_commands_processed_total",
+	} {
+		if !names[name] {
+			t.Errorf("the exporter has no %s", name)
+		}
+	}
+	if metricValue(t, body, "redis_cpu_user_seconds_total") <= 0 || metricValue(t, body, "redis_net_input_bytes_total") <= 0 ||
+		metricValue(t, body, "redis_memory_used_rss_bytes") <= 0 || metricValue(t, body, "redis_keyspace_misses_total") != 1 {
+		t.Errorf("CPU, net, RSS or keyspace misses not measured:\n%s", body)
+	}
+	t.Logf("redis_exporter exports %d metric names from idserver: %v", len(names), slices.Sorted(maps.Keys(names)))
 }

@@ -42,13 +42,18 @@ type Config struct {
 	Recover       bool  // restart the cluster from this member alone (cluster.Config.Recover)
 	RecoverSkip   int64 // with Recover: how far every tag skips
 	SegmentStep   int64
-	RequirePass   string
+	RequirePass   string // the password clients AUTH with
+	// ClusterSecret is what every connection to the Raft port proves it
+	// knows (cluster.Config.Secret); RequirePass when empty.
+	ClusterSecret string
 	Limits        resp.Limits
 	MaxClients    int
 	Version       string
 	Logger        *slog.Logger
 	// TLSServer and TLSClient serve RESP and the Raft port over TLS and
-	// reach other nodes with it.
+	// reach other nodes with it. The Raft port requires and verifies a
+	// client certificate against TLSServer.ClientCAs (mutual TLS): only
+	// nodes reach it. RESP requires none.
 	TLSServer, TLSClient *tls.Config
 	// Now is the wall clock the generator and leases read (time.Now when nil).
 	Now func() time.Time
@@ -110,6 +115,30 @@ func (s *idSource) NextIDs(dst []int64, n int) ([]int64, error) {
 func (s *idSource) GeneIDs(dst []int64, gene uint32, n int) ([]int64, error) {
 	if g := s.gen.Load(); g != nil {
 		return g.GeneIDs(dst, gene, n)
+	}
+	return dst, &engine.LeaseError{Reason: "the node is still starting"}
+}
+
+// NextIDRuns and GeneIDRuns let the RESP server answer NEXTIDRUNS and
+// GENEIDRUNS from the generator's runs, a step per run, rather than cut an
+// ID list into runs.
+func (s *idSource) NextIDRuns(dst []engine.IDRun, n int) ([]engine.IDRun, error) {
+	if g := s.gen.Load(); g != nil {
+		return g.NextIDRuns(dst, n)
+	}
+	return dst, &engine.LeaseError{Reason: "the node is still starting"}
+}
+
+func (s *idSource) GeneIDRuns(dst []engine.IDRun, gene uint32, n int) ([]engine.IDRun, error) {
+	if g := s.gen.Load(); g != nil {
+		return g.GeneIDRuns(dst, gene, n)
+	}
+	return dst, &engine.LeaseError{Reason: "the node is still starting"}
+}
+
+func (s *idSource) UUIDv7s(dst [][16]byte, n int) ([][16]byte, error) {
+	if g := s.gen.Load(); g != nil {
+		return g.UUIDv7s(dst, n)
 	}
 	return dst, &engine.LeaseError{Reason: "the node is still starting"}
 }
@@ -181,11 +210,19 @@ func Open(cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
+	raftTLS, err := mutualTLS(cfg.TLSServer, cfg.TLSClient)
+	if err != nil {
+		return nil, err
+	}
+	secret := cfg.ClusterSecret
+	if secret == "" {
+		secret = cfg.RequirePass
+	}
 	var segments atomic.Pointer[engine.Segments]
 	n.Cluster, err = cluster.Open(cluster.Config{
 		NodeID: n.ID, Dir: cfg.Dir, RaftBind: raftBind, RaftAdvertise: cfg.RaftAdvertise, RESPAddr: n.Addr,
-		Secret: cfg.RequirePass, Layout: cfg.Layout, Store: n.Store, Logger: cfg.Logger, Join: cfg.Join != "",
-		Now: cfg.Now, WorkerLease: cfg.WorkerLease, Recover: cfg.Recover, RecoverSkip: cfg.RecoverSkip, Network: cfg.Network, TLSServer: cfg.TLSServer, TLSClient: cfg.TLSClient,
+		Secret: secret, Layout: cfg.Layout, Store: n.Store, Logger: cfg.Logger, Join: cfg.Join != "",
+		Now: cfg.Now, WorkerLease: cfg.WorkerLease, Recover: cfg.Recover, RecoverSkip: cfg.RecoverSkip, Network: cfg.Network, TLSServer: raftTLS, TLSClient: cfg.TLSClient,
 		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, SnapshotThreshold: cfg.SnapshotThreshold,
 		OnConflict: n.conflict,
 		OnForgotten: func() {
@@ -259,10 +296,14 @@ func Open(cfg Config) (_ *Node, err error) {
 
 	ctx, stop := context.WithCancel(context.Background())
 	n.stop = stop
-	n.background.Add(2)
+	n.background.Add(3)
 	go func() {
 		defer n.background.Done()
 		n.Gen.Run(ctx, func(err error) { n.log.Error("high-water step failed", "err", err) })
+	}()
+	go func() {
+		defer n.background.Done()
+		n.warnLayoutEnd(ctx)
 	}()
 	go func() {
 		defer n.background.Done()
@@ -282,6 +323,22 @@ func Open(cfg Config) (_ *Node, err error) {
 		"layout", cfg.Layout.String(), "dir", cfg.Dir, "logical_clock_ms", st.LogicalMS, "high_water_ms", st.HighWaterMS,
 		"lease_end_ms", st.LeaseEndMS)
 	return n, nil
+}
+
+// mutualTLS is the Raft port's TLS: server's, requiring and verifying a
+// client certificate (nil without TLS). Both sides must name whom they
+// trust: with no CA pool Go would verify against the system's roots, and
+// any publicly signed certificate would reach the Raft port.
+func mutualTLS(server, client *tls.Config) (*tls.Config, error) {
+	if server == nil {
+		return nil, nil
+	}
+	if server.ClientCAs == nil || client == nil || client.RootCAs == nil || len(client.Certificates) == 0 {
+		return nil, errors.New("TLS on the Raft port needs the CAs that sign the nodes' certificates (TLSServer.ClientCAs, TLSClient.RootCAs) and a certificate to present (TLSClient.Certificates)")
+	}
+	raft := server.Clone()
+	raft.ClientAuth = tls.RequireAndVerifyClientCert
+	return raft, nil
 }
 
 // conflict stops issuing at once and ends the node: its cluster identity
@@ -448,14 +505,19 @@ func (n *Node) checkInLoop(ctx context.Context) {
 func (n *Node) renewLease(ctx context.Context) {
 	lease := n.cfg.WorkerLease
 	epoch := n.cfg.Layout.Epoch.UnixMilli()
+	unit := n.cfg.Layout.UnitMS()
 	for {
 		st := n.Gen.Status()
 		wall := n.cfg.Now().UnixMilli() - epoch
+		// The last ID's time unit ends a unit after its start (LastTimeMS):
+		// the lease must cover that end, and the lease runs on from there,
+		// so that a coarse unit (1s) keeps the margin a millisecond has.
+		from := max(wall, st.LastTimeMS+unit)
 		wait := lease / 4
-		if st.LeaseEndMS-max(wall, st.LastTimeMS) < lease.Milliseconds()*3/4 {
+		if st.LeaseEndMS-from < lease.Milliseconds()*3/4 {
 			rctx, cancel := context.WithTimeout(ctx, min(n.Cluster.Timing().Call, lease/2))
 			inc := n.incarnation.Load()
-			g, err := n.Cluster.RenewLeaseAs(rctx, n.Worker, max(wall, st.LastTimeMS)+lease.Milliseconds(), inc)
+			g, err := n.Cluster.RenewLeaseAs(rctx, n.Worker, from+lease.Milliseconds(), inc)
 			cancel()
 			if err == nil && !n.leaseChecked.Swap(true) && g.RolledBack(inc) {
 				n.log.Error("this data directory is older than what the cluster committed for this node (restored from a copy?), "+
@@ -477,12 +539,34 @@ func (n *Node) renewLease(ctx context.Context) {
 				wait = min(lease/8, 500*time.Millisecond)
 			}
 		} else {
-			wait = min(wait, time.Duration(st.LeaseEndMS-max(wall, st.LastTimeMS)-lease.Milliseconds()*3/4+1)*time.Millisecond)
+			wait = min(wait, time.Duration(st.LeaseEndMS-from-lease.Milliseconds()*3/4+1)*time.Millisecond)
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(max(wait, 10*time.Millisecond)):
+		}
+	}
+}
+
+// layoutWarnEvery is how often a node whose layout has fewer than
+// engine.WarnTimeLeft left says so in its log.
+const layoutWarnEvery = 24 * time.Hour
+
+// warnLayoutEnd logs a warning at start and once a day while the layout's
+// time bits have fewer than engine.WarnTimeLeft left (a start with less
+// than engine.MinTimeLeft is refused).
+func (n *Node) warnLayoutEnd(ctx context.Context) {
+	l := n.cfg.Layout
+	for {
+		if left := l.TimeLeft(n.cfg.Now()); left < engine.WarnTimeLeft {
+			n.log.Warn("the ID layout's time bits run out in fewer than two years: plan a new layout (a new cluster with a later --epoch, or more --time-bits or a coarser --time-unit)",
+				"time_bits_end", l.End().Format(time.RFC3339), "days_left", int64(left.Hours()/24), "layout", l.String())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(layoutWarnEvery):
 		}
 	}
 }

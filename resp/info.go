@@ -152,7 +152,7 @@ func (s *Server) infoStats() []string {
 		kv("rejected_connections", s.stats.rejected.Load()),
 		kv("keyspace_hits", s.stats.keyspaceHits.Load()),
 		kv("keyspace_misses", s.stats.keyspaceMisses.Load()),
-		kv("ids_issued", s.issued("nextid", "nextidruns", "geneid")),
+		kv("ids_issued", s.issued("nextid", "nextidruns", "geneid", "geneidruns")),
 		kv("segment_values_issued", s.issued("incr", "incrby", "nextseg")),
 		kv("total_error_replies", s.stats.errorReplies.Load()),
 		kv("tryagain_errors", errs["TRYAGAIN"]),
@@ -172,12 +172,21 @@ func (s *Server) infoReplication() []string {
 	}
 }
 
+// infoSnowflake: the layout (id-bits and time unit explicit, whatever
+// the layout's name omits) and when its time bits run out, with the years
+// left from now.
 func (s *Server) infoSnowflake() []string {
 	st := s.ids.Status()
+	l := s.ids.Layout()
+	left := l.TimeLeft(s.cfg.Now())
 	return []string{
 		kv("node_id", s.cfg.NodeID),
 		kv("worker_id", st.Worker),
-		kv("layout", strings.ReplaceAll(s.ids.Layout().String(), " ", ",")),
+		kv("layout", strings.ReplaceAll(l.String(), " ", ",")),
+		kv("id_bits", l.Bits()),
+		kv("time_unit_ms", l.UnitMS()),
+		kv("time_bits_end", l.End().Format(time.RFC3339)),
+		kv("time_bits_years_left", strconv.FormatFloat(left.Hours()/(365.25*24), 'f', 2, 64)),
 		kv("logical_clock_ms", st.LogicalMS),
 		kv("last_id_time_ms", st.LastTimeMS),
 		kv("clock_borrow_ms", st.BorrowMS),

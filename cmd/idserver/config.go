@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -30,7 +31,13 @@ type Config struct {
 	Join        string
 	SegmentStep int64
 	Epoch       string
+	TimeUnit    string // --time-unit: 1ms, 10ms or 1s
 	Layout      engine.Layout
+	// widthsGiven: a --time-bits, --worker-bits, --seq-bits or --gene-bits
+	// flag (or its variable) was given; when none was, the widths follow
+	// --id-bits and --time-unit (engine.AutoLayout).
+	widthsGiven bool
+	unitGiven   bool // --time-unit was given; else engine.AutoUnit picks it
 	Window      time.Duration
 	MaxBorrow   time.Duration
 	RequirePass string
@@ -40,10 +47,15 @@ type Config struct {
 	MaxClients  int
 	TLSCert     string
 	TLSKey      string
+	TLSCA       string
 	MetricsAddr string
 	ShowVersion bool
 	EnableDebug bool // DEBUG CLOCK steps the clock IDs are issued on (fault tests only)
 
+	// ClusterSecret keys the handshake on the Raft port; RequirePass when empty.
+	ClusterSecret string
+	// ProtectedMode "yes" refuses a non-loopback bind with no secret at all.
+	ProtectedMode string
 	// ClientOutputLimit and ClientOutputTimeout bound the replies a client
 	// has not read yet (resp.Config).
 	ClientOutputLimit   int
@@ -73,13 +85,17 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 	fs.DurationVar(&c.WorkerLease, "worker-lease", 10*time.Second, "how long the worker ID lease runs ahead; a node cut off from the quorum stops issuing IDs when it ends")
 	fs.Int64Var(&c.SegmentStep, "segment-step", 1000, "smallest segment a node fetches for a tag")
 	fs.StringVar(&c.Epoch, "epoch", def.Epoch.Format(time.RFC3339), "start of ID time, RFC 3339")
-	fs.IntVar(&c.Layout.TimeBits, "time-bits", def.TimeBits, "bits of milliseconds since the epoch")
+	fs.IntVar(&c.Layout.IDBits, "id-bits", def.IDBits, "bits an ID uses, 40..63 (53: JavaScript reads the IDs exactly); without widths, they are picked to fit")
+	fs.StringVar(&c.TimeUnit, "time-unit", "1ms", "what the time bits count: 1ms, 10ms or 1s (default 1ms for 63 --id-bits, else picked to fit: 10ms for 53)")
+	fs.IntVar(&c.Layout.TimeBits, "time-bits", def.TimeBits, "bits of time units since the epoch")
 	fs.IntVar(&c.Layout.WorkerBits, "worker-bits", def.WorkerBits, "bits of worker ID")
-	fs.IntVar(&c.Layout.SeqBits, "seq-bits", def.SeqBits, "bits of per-millisecond field (sequence and gene)")
+	fs.IntVar(&c.Layout.SeqBits, "seq-bits", def.SeqBits, "bits of per-time-unit field (sequence and gene)")
 	fs.IntVar(&c.Layout.GeneBits, "gene-bits", def.GeneBits, "low bits of the field holding the shard gene")
 	fs.DurationVar(&c.Window, "window", 3*time.Second, "how far ahead the high-water time is reserved on disk")
 	fs.DurationVar(&c.MaxBorrow, "max-borrow", time.Second, "how far IDs may run ahead of a clock that is behind")
-	fs.StringVar(&c.RequirePass, "requirepass", "", "password clients must AUTH with")
+	fs.StringVar(&c.RequirePass, "requirepass", "", "password clients must AUTH with (and the cluster secret, without --cluster-secret)")
+	fs.StringVar(&c.ClusterSecret, "cluster-secret", "", "secret every node proves it knows, by HMAC challenge-response, on each connection to the Raft port (default: --requirepass); the same on every node")
+	fs.StringVar(&c.ProtectedMode, "protected-mode", "yes", "yes: refuse to start bound to a non-loopback address with neither --cluster-secret nor --requirepass; no: start anyway")
 	fs.IntVar(&c.MaxBulk, "max-bulk", resp.DefaultLimits().MaxBulk, "largest bulk string a client may send, bytes")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "text or json (log/slog on stderr)")
@@ -88,6 +104,7 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 	fs.DurationVar(&c.ClientOutputTimeout, "client-output-timeout", resp.DefaultClientOutputTimeout, "a client that takes none of a write of its replies for this long (at most twice it) is closed")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "PEM certificate: serve RESP (and Raft) over TLS")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
+	fs.StringVar(&c.TLSCA, "tls-ca", "", "PEM CA bundle the nodes' certificates are verified against, both ways on the Raft port (default: the certificates in --tls-cert, for one self-signed certificate shared by every node)")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", "", "host:port to serve Prometheus /metrics and /healthz on")
 	fs.BoolVar(&c.ShowVersion, "version", false, "print the version and exit")
 	fs.BoolVar(&c.EnableDebug, "enable-debug-command", false, "answer DEBUG CLOCK, which steps the clock IDs are issued on (fault tests only)")
@@ -115,6 +132,14 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 			}
 		}
 	})
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "time-bits", "worker-bits", "seq-bits", "gene-bits":
+			c.widthsGiven = true
+		case "time-unit":
+			c.unitGiven = true
+		}
+	})
 	return c, envErr
 }
 
@@ -126,6 +151,9 @@ func (c *Config) Validate() error {
 	}
 	if epoch.Nanosecond()%int(time.Millisecond) != 0 { // not UnixNano: it overflows after 2262
 		return errors.New("--epoch must be a whole millisecond")
+	}
+	if err := c.pickLayout(); err != nil {
+		return err
 	}
 	c.Layout.Epoch = epoch.UTC()
 	if err := c.Layout.Validate(); err != nil {
@@ -147,6 +175,12 @@ func (c *Config) Validate() error {
 		return errors.New("--recover-skip must be at least 1")
 	case c.MaxBorrow < 0:
 		return errors.New("--max-borrow must not be negative")
+	case c.MaxBorrow%c.Layout.Unit != 0:
+		return fmt.Errorf("--max-borrow %v is not a whole number of --time-unit %v", c.MaxBorrow, c.Layout.Unit)
+	case c.Window < 2*c.Layout.Unit:
+		return fmt.Errorf("--window %v is shorter than two --time-unit %v", c.Window, c.Layout.Unit)
+	case c.WorkerLease < 4*c.Layout.Unit:
+		return fmt.Errorf("--worker-lease %v is shorter than four --time-unit %v", c.WorkerLease, c.Layout.Unit)
 	case c.MaxBulk < 1024 || c.MaxBulk > 512<<20:
 		return fmt.Errorf("--max-bulk %d must be between 1024 and %d", c.MaxBulk, 512<<20)
 	case c.Dir == "":
@@ -161,6 +195,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--client-output-timeout %v is too short (at least 100ms)", c.ClientOutputTimeout)
 	case (c.TLSCert == "") != (c.TLSKey == ""):
 		return errors.New("--tls-cert and --tls-key go together")
+	case c.TLSCA != "" && c.TLSCert == "":
+		return errors.New("--tls-ca goes with --tls-cert and --tls-key")
+	case c.ProtectedMode != "yes" && c.ProtectedMode != "no":
+		return fmt.Errorf("--protected-mode %q: yes or no", c.ProtectedMode)
 	}
 	if c.RaftAddr == "" {
 		port := 0
@@ -172,10 +210,71 @@ func (c *Config) Validate() error {
 		}
 		c.RaftAddr = net.JoinHostPort(c.Bind, strconv.Itoa(port))
 	}
+	if err := c.checkProtectedMode(); err != nil {
+		return err
+	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(c.LogLevel)); err != nil {
 		return fmt.Errorf("--log-level: %v", err)
 	}
+	return nil
+}
+
+// checkProtectedMode refuses, as Redis's protected mode does, a node that
+// listens beyond loopback with no secret at all: anyone who reaches it
+// could take IDs, or talk Raft to it.
+func (c *Config) checkProtectedMode() error {
+	if c.ProtectedMode == "no" || c.ClusterSecret != "" || c.RequirePass != "" {
+		return nil
+	}
+	raftHost, _, err := net.SplitHostPort(c.RaftAddr)
+	if err != nil {
+		return fmt.Errorf("--raft-addr %q: %v", c.RaftAddr, err)
+	}
+	for _, a := range []struct{ flag, host string }{{"--bind", c.Bind}, {"--raft-addr", raftHost}} {
+		if !loopback(a.host) {
+			return fmt.Errorf("protected mode: %s %q is not a loopback address and no secret is set, so anyone who reaches this node could "+
+				"take IDs from it or send it Raft traffic; set --cluster-secret and --requirepass (the same on every node), "+
+				"or bind to 127.0.0.1, or, if the network is trusted, start with --protected-mode no", a.flag, a.host)
+		}
+	}
+	return nil
+}
+
+// loopback says whether host is a loopback address or "localhost". A name
+// is not looked up: it counts as beyond loopback.
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// pickLayout reads --id-bits and --time-unit and, when no width was given
+// and they are not the default 63 bits of milliseconds, picks the widths
+// (engine.AutoLayout), and the unit too when it was not given
+// (engine.AutoUnit: 10ms for 53 bits).
+func (c *Config) pickLayout() error {
+	if c.Layout.IDBits < engine.MinIDBits || c.Layout.IDBits > engine.MaxIDBits {
+		return fmt.Errorf("--id-bits %d must be between %d and %d", c.Layout.IDBits, engine.MinIDBits, engine.MaxIDBits)
+	}
+	unit, err := time.ParseDuration(c.TimeUnit)
+	if err != nil || !slices.Contains(engine.Units, unit) {
+		return fmt.Errorf("--time-unit %q: 1ms, 10ms or 1s", c.TimeUnit)
+	}
+	if !c.unitGiven && !c.widthsGiven {
+		unit = engine.AutoUnit(c.Layout.IDBits)
+	}
+	c.Layout.Unit = unit
+	if c.widthsGiven {
+		return nil
+	}
+	auto, err := engine.AutoLayout(c.Layout.IDBits, unit)
+	if err != nil {
+		return err
+	}
+	c.Layout = auto
 	return nil
 }
 

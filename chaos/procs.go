@@ -306,12 +306,14 @@ func (pm *procManager) startOnce(n *node, join string, wait time.Duration) (*pro
 		if rc, err := dialRESP(p.addr, 0, time.Second); err == nil {
 			r, err := rc.do(time.Now().Add(time.Second), "PING")
 			rc.close()
-			if err == nil && r.str == "PONG" {
+			// PING answers -LOADING until the node can issue, which a node
+			// started inside a partition may not for a while: it answers.
+			if err == nil && (r.str == "PONG" || strings.HasPrefix(r.str, "LOADING")) {
 				return p, nil
 			}
 		}
 		if time.Now().After(deadline) || p.exited() {
-			return p, fmt.Errorf("%s gives no PONG (log %s)", n.nodeID, p.logf)
+			return p, fmt.Errorf("%s answers no PING (log %s)", n.nodeID, p.logf)
 		}
 	}
 }

@@ -46,6 +46,9 @@ type Config struct {
 	// allocation of it in flight, and returns the largest value it handed
 	// out (engine.Segments.Fence): the first step of a SET.
 	OnFence func(tag string) (issued int64)
+	// OnIssued answers the largest value of tag this node handed out in
+	// this process, dropping nothing (a SET asks it before OnFence).
+	OnIssued func(tag string) (issued int64)
 	// Join says the node joins an existing cluster instead of bootstrapping
 	// its own when its directory is empty.
 	Join bool
@@ -292,6 +295,7 @@ func Open(cfg Config) (*Cluster, error) {
 		c.bootstrapped = true
 		c.log.Info("bootstrapped a new cluster", "cluster_id", id)
 	}
+	c.standAtOnce()
 	c.stopped.Add(2)
 	go c.runGroupCommit()
 	go c.watchRole()
@@ -373,6 +377,31 @@ func (w slogWriter) Write(p []byte) (int, error) {
 			level, line = l, strings.TrimSpace(strings.TrimPrefix(line, prefix))
 		}
 	}
+	if level == slog.LevelWarn && routineRaftWarning(line) {
+		level = slog.LevelInfo
+	}
 	w.log.Log(context.Background(), level, line)
 	return len(p), nil
+}
+
+// routineRaftWarning reports whether a line hashicorp/raft logs at WARN
+// is one every healthy start writes: a node standing for election with no
+// leader ever heard of (a fresh or restarted node; a follower that lost its
+// leader names it and stays a warning), a joiner that has not received the
+// log yet and its leader sending it, a joiner's Raft before it is admitted.
+// They say nothing is wrong, so they are logged at INFO.
+func routineRaftWarning(line string) bool {
+	if line == "raft: heartbeat timeout reached, starting election: last-leader-addr= last-leader-id=" {
+		return true
+	}
+	for _, prefix := range []string{
+		"raft: failed to get previous log",
+		"raft: appendEntries rejected, sending older logs",
+		"raft: no known peers, aborting election",
+	} {
+		if strings.HasPrefix(line, prefix) {
+			return true
+		}
+	}
+	return false
 }

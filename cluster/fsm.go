@@ -106,6 +106,26 @@ func (t tagState) issuedBound(answers map[string]fenced) (int64, string) {
 	return bound, who
 }
 
+// issuedBefore is the part of issuedBound a SET can know before it fences:
+// values members answered they issued, the bound of untracked nodes and
+// what nodes were given before they restarted. Each term is also in
+// issuedBound of any later fence's answers, so it is never above it.
+func (t tagState) issuedBefore(issued map[string]int64) (int64, string) {
+	bound, who := t.Bound, fmt.Sprintf("values up to %d may have been issued by nodes no longer tracked (allocated by an older version, or past a --recover)", t.Bound)
+	raise := func(v int64, why string) {
+		if v > bound {
+			bound, who = v, why
+		}
+	}
+	for node, v := range issued {
+		raise(v, fmt.Sprintf("node %s issued %d", node, v))
+	}
+	for node, n := range t.Nodes {
+		raise(n.Before, fmt.Sprintf("node %s was given values up to %d before it restarted, and may have issued them", node, n.Before))
+	}
+	return bound, who
+}
+
 func (t tagState) high() int64 { return max(t.MaxID, t.Floor) }
 
 // member is a node of the cluster.

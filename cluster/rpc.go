@@ -379,6 +379,7 @@ const (
 	opFence                   // any: drop a tag's buffered values, answer the largest handed out (before a SET commits)
 	opForgotten               // any: the leader is forgetting you
 	opStats                   // any: your Raft progress, for autopilot (with the leader's view of every member)
+	opIssued                  // any: answer the largest value of a tag handed out, dropping nothing (before a SET fences)
 )
 
 // code is an error's sentinel on the wire.
@@ -596,6 +597,8 @@ func (c *Cluster) answer(req *request) *response {
 		return c.answerStats(req)
 	case opFence:
 		return c.fenceLocal(req.Tag)
+	case opIssued:
+		return c.issuedLocal(req.Tag)
 	case opApplied:
 		if err := c.fsm.waitPublished(ctx, req.Index); err != nil {
 			return fail(fmt.Errorf("node %s has not applied index %d: %v", c.cfg.NodeID, req.Index, err))

@@ -41,7 +41,8 @@ func (c *Cluster) Set(ctx context.Context, tag string, v int64, cond string) (ol
 
 // setLocal runs a SET on the leader:
 //
-//  0. Every member must answer (else SET fails with nothing dropped).
+//  0. Every member must answer with the largest value of the tag it handed
+//     out, dropping nothing (else SET fails with nothing dropped).
 //  1. Allocations of the tag wait on this leader until the SET ends (a
 //     hold), so that the SET is not overtaken by refills forever.
 //  2. It reads the tag's state at some rev.
@@ -57,7 +58,15 @@ func (c *Cluster) Set(ctx context.Context, tag string, v int64, cond string) (ol
 //     over. One committed before the read is either in a member's answer
 //     or dropped by its fence.
 //
-// A SET that fails leaves dropped values behind: gaps, never repeats.
+// A SET refused at step 0 drops nothing: a value a member answered, the
+// state's bound of untracked nodes and what a node was given before it
+// restarted are each also in step 4's bound (a process's largest issued
+// value only grows, and a restart moves its values into Before), so a SET
+// refused there would be refused at step 4 too, after every buffer of the
+// tag was dropped. What only the fence can tell (that a node which
+// restarted since its last allocation issued nothing of it) is not used
+// to refuse at step 0. A SET that fails later leaves dropped values
+// behind: gaps, never repeats.
 func (c *Cluster) setLocal(ctx context.Context, tag string, v int64, cond string) (int64, bool, error) {
 	if err := c.caughtUp(); err != nil {
 		return 0, false, err
@@ -65,8 +74,15 @@ func (c *Cluster) setLocal(ctx context.Context, tag string, v int64, cond string
 	// A member out of reach would fail the fence, after every other member
 	// dropped its buffers: ask them all first, and fail with nothing dropped
 	// (a SET retried while a member is down then costs the others nothing).
-	if err := c.everyMember(ctx, fmt.Sprintf("SET %s %d (nothing changed)", tag, v), "answered", &request{Op: opApplied}, nil,
-		func(context.Context) (*response, error) { return nil, nil }); err != nil {
+	issued := map[string]int64{}
+	var mu sync.Mutex
+	if err := c.everyMember(ctx, fmt.Sprintf("SET %s %d (nothing changed)", tag, v), "answered", &request{Op: opIssued, Tag: tag},
+		func(node string, resp *response) {
+			mu.Lock()
+			issued[node] = resp.Value
+			mu.Unlock()
+		},
+		func(context.Context) (*response, error) { return c.issuedLocal(tag), nil }); err != nil {
 		return 0, false, err
 	}
 	// A member removed lately may still run, cut off, with values in its
@@ -84,6 +100,9 @@ func (c *Cluster) setLocal(ctx context.Context, tag string, v int64, cond string
 		t, existed := c.fsm.tagState(tag)
 		if (cond == "NX" && existed) || (cond == "XX" && !existed) {
 			return t.high(), existed, nil // a SET whose condition fails changes nothing, buffers included
+		}
+		if bound, who := t.issuedBefore(issued); bound > v && attempt == 1 {
+			return t.high(), existed, fmt.Errorf("%w: %s: %s", engine.ErrWouldGoBack, tag, who) // nothing dropped
 		}
 		answers, err := c.fence(ctx, tag, fmt.Sprintf("SET %s %d (nothing committed)", tag, v))
 		if err != nil {
@@ -170,6 +189,14 @@ func (c *Cluster) fence(ctx context.Context, tag, what string) (map[string]fence
 		},
 		func(context.Context) (*response, error) { return c.fenceLocal(tag), nil })
 	return answers, err
+}
+
+func (c *Cluster) issuedLocal(tag string) *response {
+	r := &response{Boot: c.boot}
+	if c.cfg.OnIssued != nil {
+		r.Value = c.cfg.OnIssued(tag)
+	}
+	return r
 }
 
 func (c *Cluster) fenceLocal(tag string) *response {

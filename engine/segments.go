@@ -308,6 +308,21 @@ func (s *Segments) Fence(tag string) (issued int64) {
 	return b.issued
 }
 
+// Issued returns the largest value of tag handed to a caller (0 if none),
+// dropping nothing: a SET asks it first, so that a SET refused (below a
+// value issued) leaves the buffers as they were.
+func (s *Segments) Issued(tag string) int64 {
+	s.mu.RLock()
+	b := s.tags[tag]
+	s.mu.RUnlock()
+	if b == nil {
+		return 0
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.issued
+}
+
 // SegmentStatus is one tag's buffer, for INFO.
 type SegmentStatus struct {
 	Tag       string

@@ -264,6 +264,12 @@ func Open(cfg Config) (_ *Node, err error) {
 			}
 			return 0
 		},
+		OnIssued: func(tag string) int64 {
+			if s := segments.Load(); s != nil {
+				return s.Issued(tag)
+			}
+			return 0
+		},
 	})
 	if err != nil {
 		return nil, err
@@ -566,7 +572,9 @@ func (n *Node) checkIn(ctx context.Context, viaCluster bool) (worker, startAbove
 		select {
 		case <-ctx.Done():
 			return 0, 0, 0, fmt.Errorf("no answer from the cluster: %w", err)
-		case <-time.After(250 * time.Millisecond):
+		case <-time.After(min(10*time.Millisecond<<attempt, 250*time.Millisecond)):
+			// Soon at first: a restarting one-node cluster leads itself
+			// within milliseconds, and a start should not wait 250 ms more.
 		}
 	}
 }

@@ -18,7 +18,9 @@ type command struct {
 	index      int    // position in the server's per-command counters
 	arity      int    // Redis convention: n exact, -n at least n (name included)
 	beforeAuth bool   // answered before AUTH
-	// whileLoading: answered before the node is ready (Redis's "loading" flag)
+	// whileLoading: answered before the node is ready (Redis's "loading"
+	// flag). PING and ECHO have not, as in Redis 7: a readiness probe that
+	// sends PING sees -LOADING until the node can issue.
 	whileLoading bool
 	flags        []string
 	keys         [3]int // first key, last key (-1: the last argument), step; zero: no key
@@ -117,13 +119,13 @@ func idCommands() []*command {
 // a Redis client expects.
 func connCommands() []*command {
 	return []*command{
-		{name: "ping", arity: -1, whileLoading: true, flags: []string{"fast"}, summary: "Ping the server", handler: cmdPing},
-		{name: "echo", arity: 2, whileLoading: true, flags: []string{"fast"}, summary: "Echo the argument", handler: cmdEcho},
+		{name: "ping", arity: -1, flags: []string{"fast"}, summary: "Ping the server", handler: cmdPing},
+		{name: "echo", arity: 2, flags: []string{"fast"}, summary: "Echo the argument", handler: cmdEcho},
 		{name: "quit", arity: -1, whileLoading: true, beforeAuth: true, flags: []string{"fast"}, summary: "Close the connection", handler: cmdQuit},
 		{name: "hello", arity: -1, whileLoading: true, beforeAuth: true, flags: []string{"fast"}, summary: "Handshake: protocol version, AUTH, SETNAME", handler: cmdHello},
 		{name: "auth", arity: -2, whileLoading: true, beforeAuth: true, flags: []string{"fast"}, summary: "Authenticate the connection", handler: cmdAuth},
 		{name: "select", arity: 2, whileLoading: true, flags: []string{"fast"}, summary: "Select database 0 (the only one)", handler: cmdSelect},
-		{name: "client", arity: -2, subs: map[string]int{"help": 2, "id": 2, "getname": 2, "setname": 3, "info": 2, "list": -2, "setinfo": 4, "no-evict": 3, "no-touch": 3}, whileLoading: true, flags: []string{"slow"}, summary: "Connection commands", handler: cmdClient},
+		{name: "client", arity: -2, subs: map[string]int{"help": 2, "id": 2, "getname": 2, "setname": 3, "info": 2, "list": -2, "setinfo": 4, "no-evict": 3, "no-touch": 3, "tracking": -3}, whileLoading: true, flags: []string{"slow"}, summary: "Connection commands", handler: cmdClient},
 		{name: "command", arity: -1, subs: map[string]int{"help": 2, "count": 2, "info": -2, "docs": -2}, whileLoading: true, flags: []string{"slow"}, summary: "Describe the commands", handler: cmdCommand},
 		{name: "config", arity: -2, subs: map[string]int{"help": 2, "get": -3, "set": -4, "resetstat": 2}, whileLoading: true, flags: []string{"slow"}, summary: "Read configuration parameters", handler: cmdConfig},
 		{name: "info", arity: -1, whileLoading: true, flags: []string{"slow"}, summary: "Server information and statistics", handler: cmdInfo},
@@ -424,6 +426,13 @@ func validClientName(name []byte) bool {
 
 func cmdClient(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	switch sub := strings.ToLower(string(args[1])); sub {
+	case "tracking":
+		// Client-side caching is refused, not served: what a client would
+		// cache (GET tag) changes with every value any node hands out, so
+		// every read would be followed by an invalidation, and the ID
+		// commands are never cacheable. rueidis enables it by default.
+		s.errorReply(conn, "ERR CLIENT TRACKING (client-side caching) is not supported by idserver: tag high-waters change with "+
+			"every value issued and IDs are never cached. With rueidis set rueidis.ClientOption{DisableCache: true}")
 	case "id":
 		conn.WriteInt64(c.id)
 	case "getname":
@@ -654,6 +663,7 @@ func cmdConfig(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 			conn.WriteBulkString(values[k])
 		}
 	case "resetstat":
+		s.resetStats()
 		conn.WriteString("OK")
 	case "set":
 		s.errorReply(conn, "ERR CONFIG SET is not supported: idserver is configured by flags at start")

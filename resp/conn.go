@@ -59,6 +59,7 @@ type connection struct {
 	deadline time.Time     // the socket's write deadline
 	err      error         // the first write error; nothing is written after it
 	closed   bool          // Close was called: answer nothing more
+	written  int64         // bytes written and not yet added to the server's total_net_output_bytes
 }
 
 var _ redcon.Conn = (*connection)(nil)
@@ -81,7 +82,9 @@ func (cn *connection) write() error {
 		cn.deadline = now.Add(2 * cn.timeout)
 		cn.nc.SetWriteDeadline(cn.deadline)
 	}
-	if _, err := cn.nc.Write(cn.out); err != nil {
+	n, err := cn.nc.Write(cn.out)
+	cn.written += int64(n)
+	if err != nil {
 		cn.err = err
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			cn.err = errSlowClient
@@ -173,6 +176,7 @@ func (cn *connection) PeekPipeline() []redcon.Command { return nil }
 func (s *Server) serveConn(c *client, cn *connection) {
 	defer func() {
 		cn.nc.Close()
+		s.stats.netOutput.Add(cn.written)
 		s.mu.Lock()
 		delete(s.clients, c)
 		s.mu.Unlock()
@@ -195,6 +199,7 @@ func (s *Server) serveConn(c *client, cn *connection) {
 		}
 		n, readErr := cn.nc.Read(buf[end:])
 		end += n
+		s.stats.netInput.Add(int64(n)) // one add per read, not per command
 		for start < end && !cn.closed && cn.err == nil {
 			args, used, refused := p.parse(buf[start:end], !c.authed)
 			if refused != nil {
@@ -214,6 +219,8 @@ func (s *Server) serveConn(c *client, cn *connection) {
 			s.slowClient(cn)
 			return
 		}
+		s.stats.netOutput.Add(cn.written)
+		cn.written = 0
 		if start == end {
 			start, end = 0, 0
 			if len(buf) > keptBufferSize {

@@ -3,7 +3,6 @@ package resp
 import (
 	"fmt"
 	"os"
-	"runtime/metrics"
 	"strconv"
 	"strings"
 	"time"
@@ -43,6 +42,7 @@ var infoSections = []infoSection{
 	{"Persistence", inDefault, (*Server).infoPersistence},
 	{"Stats", inDefault, (*Server).infoStats},
 	{"Replication", inDefault, (*Server).infoReplication},
+	{"CPU", inDefault, (*Server).infoCPU},
 	{"Snowflake", inDefault, (*Server).infoSnowflake},
 	{"Segments", inEverything, (*Server).infoSegments},
 	{"Commandstats", inAll, (*Server).infoCommandstats},
@@ -105,22 +105,22 @@ func (s *Server) infoServer() []string {
 func (s *Server) infoClients() []string {
 	return []string{
 		kv("connected_clients", s.connectedClients()),
+		kv("blocked_clients", 0), // no command blocks
 		kv("maxclients", s.cfg.MaxClients),
-		kv("rejected_connections", s.stats.rejected.Load()),
 		kv("client_output_buffer_limit_disconnections", s.stats.slowClients.Load()),
 	}
 }
 
 func (s *Server) infoMemory() []string {
-	sample := []metrics.Sample{{Name: "/memory/classes/total:bytes"}}
-	metrics.Read(sample)
-	used := int64(0)
-	if sample[0].Value.Kind() == metrics.KindUint64 {
-		used = int64(sample[0].Value.Uint64())
-	}
+	used, rss := s.usedMemory(), residentMemory()
+	peak := s.instant.peakMemory.Load()
 	return []string{
 		kv("used_memory", used),
-		kv("used_memory_human", fmt.Sprintf("%.2fM", float64(used)/(1<<20))),
+		kv("used_memory_human", humanBytes(used)),
+		kv("used_memory_rss", rss),
+		kv("used_memory_rss_human", humanBytes(rss)),
+		kv("used_memory_peak", peak),
+		kv("used_memory_peak_human", humanBytes(peak)),
 		kv("maxmemory", 0),
 		kv("maxmemory_policy", "noeviction"),
 	}
@@ -140,9 +140,18 @@ func (s *Server) infoPersistence() []string {
 
 func (s *Server) infoStats() []string {
 	errs := s.ErrorCounts()
+	ops, inKbps, outKbps := s.instantaneous()
 	return []string{
 		kv("total_connections_received", s.stats.connections.Load()),
 		kv("total_commands_processed", s.stats.commands.Load()),
+		kv("instantaneous_ops_per_sec", int64(ops)),
+		kv("total_net_input_bytes", s.stats.netInput.Load()),
+		kv("total_net_output_bytes", s.stats.netOutput.Load()),
+		kv("instantaneous_input_kbps", fmt.Sprintf("%.2f", inKbps)),
+		kv("instantaneous_output_kbps", fmt.Sprintf("%.2f", outKbps)),
+		kv("rejected_connections", s.stats.rejected.Load()),
+		kv("keyspace_hits", s.stats.keyspaceHits.Load()),
+		kv("keyspace_misses", s.stats.keyspaceMisses.Load()),
 		kv("ids_issued", s.issued("nextid", "nextidruns", "geneid", "geneidruns")),
 		kv("segment_values_issued", s.issued("incr", "incrby", "nextseg")),
 		kv("total_error_replies", s.stats.errorReplies.Load()),
@@ -209,13 +218,16 @@ func (s *Server) infoSegments() []string {
 func (s *Server) infoCommandstats() []string {
 	var lines []string
 	for _, cs := range s.CommandStats() {
+		if cs.Calls == 0 && cs.Rejected == 0 {
+			continue // only what it issued is left since CONFIG RESETSTAT
+		}
 		// usec is estimated from the timed sample (one call in latencySample).
 		perCall := 0.0
 		if cs.Timed > 0 {
 			perCall = float64(cs.Total.Microseconds()) / float64(cs.Timed)
 		}
-		lines = append(lines, fmt.Sprintf("cmdstat_%s:calls=%d,usec=%d,usec_per_call=%.2f,rejected_calls=0,failed_calls=%d",
-			cs.Name, cs.Calls, int64(perCall*float64(cs.Calls)), perCall, cs.Errors))
+		lines = append(lines, fmt.Sprintf("cmdstat_%s:calls=%d,usec=%d,usec_per_call=%.2f,rejected_calls=%d,failed_calls=%d",
+			cs.Name, cs.Calls, int64(perCall*float64(cs.Calls)), perCall, cs.Rejected, cs.Errors))
 	}
 	return lines
 }

@@ -139,14 +139,18 @@ func TestSetOptions(t *testing.T) {
 }
 
 // TestLoadingUntilReady: before Config.Ready says true, only the
-// connection commands answer; INFO says loading:1, as ioredis expects.
+// connection commands answer; PING and ECHO answer -LOADING as in Redis 7
+// (a readiness probe's PING says ready only when the node can issue);
+// INFO says loading:1, as ioredis expects.
+const errLoadingReply = "-" + errLoading
+
 func TestLoadingUntilReady(t *testing.T) {
 	var ready atomic.Bool
 	addr := startServer(t, Config{Ready: ready.Load})
 	conn, rd := dial(t, addr)
-	send(t, conn, "PING\r\nNEXTID\r\nMULTI\r\nNEXTID\r\nEXEC\r\nINFO persistence\r\n")
-	got := replies(t, rd, 5)
-	want := []string{"+PONG", "-LOADING idserver is starting: waiting for its worker ID and a Raft leader", "+OK",
+	send(t, conn, "PING\r\nECHO a\r\nNEXTID\r\nMULTI\r\nNEXTID\r\nEXEC\r\nINFO persistence\r\n")
+	got := replies(t, rd, 6)
+	want := []string{errLoadingReply, errLoadingReply, errLoadingReply, "+OK",
 		"-LOADING idserver is starting: waiting for its worker ID and a Raft leader",
 		"-EXECABORT Transaction discarded because of previous errors."}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
@@ -161,7 +165,10 @@ func TestLoadingUntilReady(t *testing.T) {
 	}
 	ready.Store(true)
 	conn2, rd2 := dial(t, addr)
-	send(t, conn2, "NEXTID\r\n")
+	send(t, conn2, "PING\r\nNEXTID\r\n")
+	if line := readLine(t, rd2); line != "+PONG" {
+		t.Fatalf("PING once ready: %q", line)
+	}
 	if line := readLine(t, rd2); line[0] != ':' {
 		t.Fatalf("once ready: %q", line)
 	}

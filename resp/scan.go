@@ -78,7 +78,7 @@ func cmdType(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	if !s.needCluster(conn) {
 		return
 	}
-	if _, ok := s.cfg.Cluster.Get(string(args[1])); ok {
+	if s.lookupTag(args[1]) {
 		conn.WriteString("string")
 		return
 	}

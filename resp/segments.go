@@ -190,9 +190,11 @@ func cmdGet(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 		s.clusterError(conn, err)
 		return
 	case !ok:
+		s.stats.keyspaceMisses.Add(1)
 		writeNull(conn, c)
 		return
 	}
+	s.stats.keyspaceHits.Add(1)
 	conn.WriteBulkString(strconv.FormatInt(v, 10))
 }
 
@@ -300,11 +302,23 @@ func cmdExists(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	}
 	n := 0
 	for _, tag := range args[1:] {
-		if _, ok := s.cfg.Cluster.Get(string(tag)); ok {
+		if s.lookupTag(tag) {
 			n++
 		}
 	}
 	conn.WriteInt(n)
+}
+
+// lookupTag reports whether tag is known, counted as Redis counts a read
+// in keyspace_hits and keyspace_misses.
+func (s *Server) lookupTag(tag []byte) bool {
+	_, ok := s.cfg.Cluster.Get(string(tag))
+	if ok {
+		s.stats.keyspaceHits.Add(1)
+	} else {
+		s.stats.keyspaceMisses.Add(1)
+	}
+	return ok
 }
 
 func cmdDBSize(s *Server, c *client, conn redcon.Conn, args [][]byte) {

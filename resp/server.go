@@ -42,8 +42,9 @@ type Config struct {
 	// cluster's Timing().Request); 10s when zero.
 	RequestTimeout time.Duration
 	// Ready reports whether the node serves yet. Until it first says true,
-	// every command but the connection and introspection ones (PING, ECHO,
-	// QUIT, HELLO, AUTH, SELECT, CLIENT, COMMAND, CONFIG, INFO, TIME) is
+	// every command but the connection and introspection ones (QUIT,
+	// HELLO, AUTH, SELECT, CLIENT, COMMAND, CONFIG, INFO, TIME, RESET and
+	// MULTI/EXEC/DISCARD) is
 	// answered "-LOADING ...", as Redis answers while it loads, and INFO
 	// says loading:1. Once true it is not asked again. nil: ready at once.
 	Ready func() bool
@@ -83,6 +84,7 @@ type Server struct {
 	ready        atomic.Bool    // Config.Ready said true once
 	cmdStats     []commandStats // by command index
 	errorsByCode []atomic.Int64 // by ErrorCodes index
+	instant      instant        // INFO's instantaneous rates and memory peak
 }
 
 // stats are the counters INFO reports.
@@ -92,6 +94,10 @@ type stats struct {
 	rejected     atomic.Int64 // connections refused at --maxclients
 	slowClients  atomic.Int64 // connections closed for not reading their replies
 	errorReplies atomic.Int64 // error replies written (frames refused not included)
+	// keyspaceHits and keyspaceMisses count tags looked up by GET,
+	// EXISTS and TYPE that were found or not, as Redis counts its reads.
+	keyspaceHits, keyspaceMisses atomic.Int64
+	netInput, netOutput          atomic.Int64 // bytes read from and written to clients
 }
 
 // New makes a server; Serve starts it.
@@ -150,6 +156,9 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.ln = ln
 	s.mu.Unlock()
 	defer s.closeClients()
+	stopSampling := make(chan struct{})
+	defer close(stopSampling)
+	go s.sampleLoop(stopSampling)
 	var backoff time.Duration
 	for {
 		nc, err := ln.Accept()
@@ -287,15 +296,16 @@ func (s *Server) handle(c *client, cn *connection, p *frameParser, args [][]byte
 	case !def.arityOK(len(args)) && def.name == "exec":
 		// Redis discards the transaction, inside MULTI or not.
 		c.tx.reset()
+		s.cmdStats[def.index].rejected.Add(1)
 		s.errorReply(cn, "EXECABORT Transaction discarded because of: wrong number of arguments for 'exec' command")
 	case !def.arityOK(len(args)): // before NOAUTH, as Redis checks
-		s.refuse(c, cn, wrongArity(def.name))
+		s.reject(c, cn, def, wrongArity(def.name))
 	case subErr != "":
 		s.refuse(c, cn, subErr)
 	case !c.authed && !def.beforeAuth:
-		s.refuse(c, cn, "NOAUTH Authentication required.")
+		s.reject(c, cn, def, "NOAUTH Authentication required.")
 	case !def.whileLoading && !s.isReady():
-		s.refuse(c, cn, "LOADING idserver is starting: waiting for its worker ID and a Raft leader")
+		s.reject(c, cn, def, errLoading)
 	case c.tx.active && !notQueued[def.name]:
 		s.queue(c, cn, def, args)
 	case def.run != nil && len(args) == def.runArgs:
@@ -334,6 +344,16 @@ func (s *Server) refuse(c *client, conn redcon.Conn, msg string) {
 	}
 	s.errorReply(conn, msg)
 }
+
+// reject is refuse for a known command, counted in its rejected_calls.
+func (s *Server) reject(c *client, conn redcon.Conn, def *command, msg string) {
+	s.cmdStats[def.index].rejected.Add(1)
+	s.refuse(c, conn, msg)
+}
+
+// errLoading answers every command but the connection ones until the node
+// can issue (Config.Ready), as Redis answers while it loads.
+const errLoading = "LOADING idserver is starting: waiting for its worker ID and a Raft leader"
 
 // dispatch runs a command and counts it, at once or inside EXEC.
 func (s *Server) dispatch(c *client, conn redcon.Conn, def *command, args [][]byte) {

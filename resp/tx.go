@@ -117,12 +117,17 @@ func cmdExec(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	switch {
 	case !tx.active:
 		s.errorReply(conn, "ERR EXEC without MULTI") // a refused WATCH still holds, as a WATCH would in Redis
-	case tx.dirty:
+	case tx.dirty || tx.watchRefused:
+		// EXECABORT is counted in errorstats but, as in Redis, not as a
+		// failed call of EXEC: the failure is the refused command's.
+		msg := "EXECABORT Transaction discarded because of previous errors."
+		if !tx.dirty {
+			msg = "EXECABORT Transaction discarded because WATCH is not supported by idserver."
+		}
 		c.tx.reset()
-		s.errorReply(conn, "EXECABORT Transaction discarded because of previous errors.")
-	case tx.watchRefused:
-		c.tx.reset()
-		s.errorReply(conn, "EXECABORT Transaction discarded because WATCH is not supported by idserver.")
+		errorsBefore := c.errors
+		s.errorReply(conn, msg)
+		c.errors = errorsBefore
 	default:
 		// The transaction stays open while it runs, as CLIENT INFO shows
 		// in Redis (flags=x); nothing queued can change it.

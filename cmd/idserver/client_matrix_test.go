@@ -101,6 +101,14 @@ func TestMatrixGoRedis(t *testing.T) {
 func TestMatrixRueidis(t *testing.T) {
 	ctx := context.Background()
 	for pass, p := range matrixServers(t) {
+		// rueidis's defaults turn on client-side caching (CLIENT TRACKING),
+		// which idserver refuses with what to set instead.
+		if c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{p.Addr}, Password: pass}); err == nil {
+			c.Close()
+			t.Fatalf("rueidis with default options connected: idserver must refuse CLIENT TRACKING")
+		} else if !strings.Contains(err.Error(), "DisableCache: true") {
+			t.Fatalf("rueidis with default options: %v, want an error naming DisableCache: true", err)
+		}
 		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{p.Addr}, Password: pass, DisableCache: true})
 		if err != nil {
 			t.Fatalf("rueidis pw=%q: %v", pass, err)

@@ -73,11 +73,14 @@ type Config struct {
 
 // parseConfig reads flags, then IDSERVER_<NAME> from the environment for
 // each flag not given on the command line (--max-borrow: IDSERVER_MAX_BORROW).
-func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
+func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Config, error) {
 	def := engine.DefaultLayout()
 	var c Config
 	fs := flag.NewFlagSet("idserver", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	// The flag package would print a flag error and then the whole usage;
+	// run prints the error once with a hint, and --help the usage.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	fs.StringVar(&c.Bind, "bind", "127.0.0.1", "RESP listen address")
 	fs.IntVar(&c.Port, "port", 6380, "RESP port; 0 picks a free port and logs it")
 	fs.StringVar(&c.Dir, "dir", "./idserver-data", "data directory (locked: one process per directory)")
@@ -120,6 +123,13 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.BoolVar(&c.EnableDebug, "enable-debug-command", false, "answer DEBUG CLOCK, which steps the clock IDs are issued on (fault tests only)")
 	fs.StringVar(&c.PublicKey, "public-key", "", "public-ID key, 64 hex digits (AES-256), the same on every node; default: one the cluster makes at bootstrap and replicates")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(usage, "Usage: idserver [flags]\n       idserver backup --from host:port DIR\n       idserver restore DIR --dir DIR\n\n"+
+				"Serves snowflake and gene IDs over the Redis protocol. Each flag is also read from\n"+
+				"IDSERVER_<NAME> in the environment (--log-level: IDSERVER_LOG_LEVEL).\n\nFlags:\n")
+			fs.SetOutput(usage)
+			fs.PrintDefaults()
+		}
 		return c, err
 	}
 	if fs.NArg() > 0 {

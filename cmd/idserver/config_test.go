@@ -77,3 +77,26 @@ func TestValidateRefusesAFutureEpochBeforeTheDataDirectory(t *testing.T) {
 		t.Fatalf("--dir %s was touched: %v", dir, err)
 	}
 }
+
+// TestHelpAndFlagErrors: --help (and -h) prints the usage on stdout and
+// exits 0; a flag error prints its message once and a short hint, not the
+// whole usage.
+func TestHelpAndFlagErrors(t *testing.T) {
+	noEnv := func(string) string { return "" }
+	for _, arg := range []string{"--help", "-h"} {
+		var stdout, stderr strings.Builder
+		if code := run([]string{arg}, noEnv, &stdout, &stderr); code != 0 || !strings.HasPrefix(stdout.String(), "Usage: idserver") ||
+			!strings.Contains(stdout.String(), "-join string") || stderr.Len() != 0 {
+			t.Errorf("%s: exit %d\nstdout:\n%s\nstderr:\n%s", arg, code, stdout.String(), stderr.String())
+		}
+	}
+	for _, args := range [][]string{{"--nosuch"}, {"--port", "x"}} {
+		var stdout, stderr strings.Builder
+		code := run(args, noEnv, &stdout, &stderr)
+		lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+		if code != 2 || stdout.Len() != 0 || len(lines) != 2 || !strings.HasPrefix(lines[0], "idserver: ") ||
+			lines[1] != "Run 'idserver --help' for the flags." {
+			t.Errorf("%v: exit %d\nstdout:\n%s\nstderr:\n%s", args, code, stdout.String(), stderr.String())
+		}
+	}
+}

@@ -2,8 +2,11 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,12 +15,24 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"idserver/node"
 	"idserver/resp"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "0.1.0-dev"
+
+// goRedisLog sends go-redis's own lines (those of a joiner's failed
+// dials, every 250 ms while --join cannot be reached) to the log at DEBUG,
+// in its format: the node logs what they mean ("waiting for the cluster to
+// take this node") at INFO itself.
+type goRedisLog struct{ log *slog.Logger }
+
+func (l goRedisLog) Printf(ctx context.Context, format string, v ...any) {
+	l.log.DebugContext(ctx, fmt.Sprintf(format, v...), "from", "go-redis")
+}
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
@@ -34,9 +49,13 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 			return runRestore(args[1:], getenv, stdout, stderr)
 		}
 	}
-	cfg, err := parseConfig(args, getenv, stderr)
+	cfg, err := parseConfig(args, getenv, stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0 // the usage is printed
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "idserver:", err)
+		fmt.Fprintln(stderr, "Run 'idserver --help' for the flags.")
 		return 2
 	}
 	if cfg.ShowVersion {
@@ -53,13 +72,18 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	}
 	log := slog.New(handler)
 	slog.SetDefault(log)
+	redis.SetLogger(goRedisLog{log})
 	for _, w := range cfg.warnings() {
 		log.Warn(w)
-		fmt.Fprintln(stderr, "idserver: warning:", w)
+		if cfg.LogFormat != "json" { // every line of a JSON log is JSON
+			fmt.Fprintln(stderr, "idserver: warning:", w)
+		}
 	}
 	fail := func(err error) int {
 		log.Error("cannot start", "err", err)
-		fmt.Fprintln(stderr, "idserver:", err)
+		if cfg.LogFormat != "json" { // every line of a JSON log is JSON
+			fmt.Fprintln(stderr, "idserver:", err)
+		}
 		return 1
 	}
 	var metrics *metricsServer

@@ -78,9 +78,10 @@ type restartProbe interface {
 	close()
 }
 
+// goProbe is a Go library's client, do sending one command.
 type goProbe struct {
-	do    func(ctx context.Context, args ...string) error
-	close func()
+	do   func(ctx context.Context, args ...string) error
+	stop func()
 }
 
 func (p goProbe) first(args ...string) (time.Time, error) {
@@ -97,11 +98,9 @@ func (p goProbe) first(args ...string) (time.Time, error) {
 	}
 }
 
-type goRestartProbe struct{ goProbe }
+func (p goProbe) close() { p.stop() }
 
-func (p goRestartProbe) close() { p.goProbe.close() }
-
-func (p goRestartProbe) run(nextid bool) (n, i time.Time, err error) {
+func (p goProbe) run(nextid bool) (n, i time.Time, err error) {
 	if nextid {
 		if n, err = p.first("NEXTID"); err != nil {
 			return
@@ -194,7 +193,7 @@ func clientLibs(t *testing.T) (names []string, probes map[string]func(addr strin
 	names = []string{"go-redis", "rueidis", "redis-py", "ioredis", "node-redis"}
 	probes["go-redis"] = func(addr string) restartProbe {
 		c := redis.NewClient(&redis.Options{Addr: addr})
-		return goRestartProbe{goProbe{
+		return goProbe{
 			do: func(ctx context.Context, args ...string) error {
 				a := make([]any, len(args))
 				for i := range args {
@@ -202,18 +201,18 @@ func clientLibs(t *testing.T) (names []string, probes map[string]func(addr strin
 				}
 				return c.Do(ctx, a...).Err()
 			},
-			close: func() { c.Close() }}}
+			stop: func() { c.Close() }}
 	}
 	probes["rueidis"] = func(addr string) restartProbe {
 		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
 		if err != nil {
 			t.Fatalf("rueidis: %v", err)
 		}
-		return goRestartProbe{goProbe{
+		return goProbe{
 			do: func(ctx context.Context, args ...string) error {
 				return c.Do(ctx, c.B().Arbitrary(args[0]).Args(args[1:]...).Build()).Error()
 			},
-			close: c.Close}}
+			stop: c.Close}
 	}
 	if exec.Command("/usr/bin/python3", "-c", "import redis").Run() == nil {
 		probes["redis-py"] = func(addr string) restartProbe {

@@ -114,6 +114,9 @@ type member struct {
 	// carried (restart.go): a start from a directory that says less runs
 	// on a restored copy.
 	Incarnation uint64 `json:"incarnation,omitempty"`
+	// Retired: worker IDs the node issued on before its clock went back
+	// and it took a fresh one (fresh.go), held until their leases end.
+	Retired []int64 `json:"retired,omitempty"`
 }
 
 // workerState is one worker ID: who holds it, and the end of the lease its
@@ -350,6 +353,7 @@ var applyTable = map[byte]func(*fsm, *decoder, *persist.Batch, *changes) any{
 	entryLease:   (*fsm).applyLease,
 	entryAddrs:   (*fsm).applyAddrs,
 	entryRecover: (*fsm).applyRecover,
+	entryFresh:   (*fsm).applyFresh,
 }
 
 func (f *fsm) applyAlloc(d *decoder, b *persist.Batch, _ *changes) any {
@@ -494,6 +498,7 @@ func (f *fsm) applyForget(d *decoder, b *persist.Batch, ch *changes) any {
 	if ws := f.meta.Workers[m.Worker]; ws != nil {
 		ws.Forgotten = true
 	}
+	f.forgetRetired(m)
 	ch.members = true
 	return nil
 }
@@ -554,6 +559,7 @@ func (f *fsm) applyRecover(d *decoder, b *persist.Batch, ch *changes) any {
 		if ws := f.meta.Workers[m.Worker]; ws != nil {
 			ws.Forgotten = true
 		}
+		f.forgetRetired(m)
 	}
 	for _, ws := range f.meta.Workers {
 		if ws.Node != node {

@@ -214,6 +214,7 @@ const (
 	opApplied                 // any: wait until an index is published here
 	opFence                   // any: drop a tag's buffered values, answer the largest handed out (before a SET commits)
 	opForgotten               // any: the leader is forgetting you
+	opFresh                   // leader: a fresh worker ID for a clock that went back (fresh.go)
 )
 
 // code is an error's sentinel on the wire.
@@ -304,7 +305,7 @@ type response struct {
 	Msg      string       `json:"msg,omitempty"`
 	Identity *Identity    `json:"identity,omitempty"`
 	Results  []wireResult `json:"results,omitempty"`
-	Join     *JoinResult  `json:"join,omitempty"`
+	Join     *JoinResult  `json:"join,omitempty"` // joins, and fresh worker IDs
 	Value    int64        `json:"value,omitempty"`
 	Old      int64        `json:"old,omitempty"`
 	Found    bool         `json:"found,omitempty"`
@@ -464,6 +465,8 @@ func (c *Cluster) answer(req *request) *response {
 			return fail(err)
 		}
 		return &response{Value: g.EndMS, Lease: &g}
+	case opFresh:
+		return c.answerFresh(req)
 	case opHigh:
 		v, ok, err := c.High(ctx, req.Tag)
 		if err != nil {

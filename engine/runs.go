@@ -24,7 +24,7 @@ func (g *Generator) NextIDRuns(dst []IDRun, n int) ([]IDRun, error) {
 	start := len(dst)
 	var first [1]int64
 	for n > 0 {
-		ids, err := g.issue(first[:0], 1, -1)
+		ids, switches, err := g.issueGen(first[:0], 1, -1)
 		if err != nil {
 			return dst[:start], err
 		}
@@ -34,7 +34,10 @@ func (g *Generator) NextIDRuns(dst []IDRun, n int) ([]IDRun, error) {
 			break
 		}
 		g.mu.Lock()
-		r, k := g.extendRun(ids[0]>>g.timeShift, n)
+		r, k := IDRun{}, 0
+		if g.switches == switches { // not on a fresh worker since (SwitchWorker)
+			r, k = g.extendRun(ids[0]>>g.timeShift, n)
+		}
 		g.mu.Unlock()
 		if k > 0 {
 			dst = appendID(dst, start, r)

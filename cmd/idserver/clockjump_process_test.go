@@ -34,7 +34,9 @@ type loadReply struct {
 	err       string
 }
 
-func startClockLoad(t *testing.T, addr string, conns int) *clockLoad {
+// startClockLoad runs conns connections, each pausing pace between its
+// requests (0: none).
+func startClockLoad(t *testing.T, addr string, conns int, pace time.Duration) *clockLoad {
 	l := &clockLoad{seen: map[int64]bool{}, errs: map[string]int{}, stop: make(chan struct{}), t: t}
 	for range conns {
 		rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ReadTimeout: 5 * time.Second})
@@ -56,6 +58,7 @@ func startClockLoad(t *testing.T, addr string, conns int) *clockLoad {
 					time.Sleep(2 * time.Millisecond) // a refused request is retried, not spun
 				}
 				l.add(r)
+				time.Sleep(pace)
 			}
 		}()
 	}
@@ -116,8 +119,8 @@ func workerOf(id int64, seqBits, workerBits uint) int64 { return id >> seqBits &
 // +1 h. Each step back beyond --max-borrow makes the node take a fresh
 // worker ID and go on issuing; each step forward renews the lease at once.
 // Every ID is checked unique, each reply increasing; the outage per step
-// is measured from the step to the first reply with IDs to a request sent
-// after it. Then the node is killed with its clock 3 h ahead and
+// is measured from the step (DEBUG CLOCK's answer) to the first reply
+// with IDs to a request sent after it. Then the node is killed with its clock 3 h ahead and
 // restarted: its high-water is 3 h ahead of the clock, and it takes a
 // fresh worker ID at start instead of answering CLOCKBACK.
 func TestClockJumpsAreNotOutages(t *testing.T) {
@@ -133,7 +136,7 @@ func TestClockJumpsAreNotOutages(t *testing.T) {
 	}
 	ctl := p.client()
 	ctx := context.Background()
-	load := startClockLoad(t, p.Addr, 4)
+	load := startClockLoad(t, p.Addr, 4, 0)
 	time.Sleep(500 * time.Millisecond)
 	steps := []struct {
 		name     string
@@ -150,10 +153,10 @@ func TestClockJumpsAreNotOutages(t *testing.T) {
 	var lastWorker int64 = -1
 	var report []string
 	for _, s := range steps {
-		at := time.Now()
 		if err := ctl.Do(ctx, "DEBUG", "CLOCK", s.offsetMS).Err(); err != nil {
 			t.Fatal(err)
 		}
+		at := time.Now() // the step is in effect once DEBUG CLOCK answers
 		time.Sleep(1500 * time.Millisecond)
 		out, errs := load.outage(at)
 		if out < 0 || out > 2*time.Second {
@@ -241,14 +244,14 @@ func TestClockStepsDoNotExhaustWorkers(t *testing.T) {
 	}
 	ctl := p.client()
 	ctx := context.Background()
-	load := startClockLoad(t, p.Addr, 2)
+	load := startClockLoad(t, p.Addr, 2, 0)
 	workers := map[string]int{}
 	var worst time.Duration
 	for i := range 10 {
-		at := time.Now()
 		if err := ctl.Do(ctx, "DEBUG", "CLOCK", -2000).Err(); err != nil {
 			t.Fatal(err)
 		}
+		at := time.Now()
 		time.Sleep(time.Second)
 		out, errs := load.outage(at)
 		info := clusterInfo(t, ctl)
@@ -272,5 +275,75 @@ func TestClockStepsDoNotExhaustWorkers(t *testing.T) {
 	t.Logf("10 steps back of 2 s: worst outage %v; worker IDs taken %v; %d IDs, all unique; error replies %v", worst, workers, n, load.errs)
 	if n == 0 {
 		t.Fatal(errors.New("nothing issued"))
+	}
+}
+
+// TestClockJumpsInACluster: three processes under load on all of them;
+// the leader's clock steps back 1 h, then a follower's (its fresh worker
+// ID comes from the leader over the node-to-node channel), then the other
+// follower's goes 3 h ahead and back. Each takes a fresh worker ID and
+// issues again within a second; every ID of the three is unique.
+func TestClockJumpsInACluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test")
+	}
+	common := []string{"--enable-debug-command", "--worker-lease", "2s"}
+	leader, err := launch(t, t.TempDir(), nil, common...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	procs := []*proc{leader}
+	for range 2 {
+		p, err := launch(t, t.TempDir(), nil, append(common, "--join", leader.Addr)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.client().Do(context.Background(), "NEXTID").Err(); err != nil {
+			t.Fatal(err)
+		}
+		procs = append(procs, p)
+	}
+	ctx := context.Background()
+	seen := map[int64]string{}
+	loads := make([]*clockLoad, 3)
+	for i, p := range procs {
+		loads[i] = startClockLoad(t, p.Addr, 2, 0)
+	}
+	time.Sleep(500 * time.Millisecond)
+	for _, s := range []struct {
+		name     string
+		node     int
+		offsetMS []int64
+	}{
+		{"leader back 1h", 0, []int64{-3600_000}},
+		{"follower back 1h", 1, []int64{-3600_000}},
+		{"follower +3h and back", 2, []int64{3 * 3600_000, 0}},
+	} {
+		ctl := procs[s.node].client()
+		before := clusterInfo(t, ctl)["worker_id"]
+		var at time.Time
+		for _, off := range s.offsetMS {
+			if err := ctl.Do(ctx, "DEBUG", "CLOCK", off).Err(); err != nil {
+				t.Fatal(err)
+			}
+			at = time.Now()
+			time.Sleep(1500 * time.Millisecond)
+		}
+		out, errs := loads[s.node].outage(at)
+		info := clusterInfo(t, ctl)
+		if out < 0 || out > 2*time.Second || info["worker_id"] == before {
+			t.Fatalf("%s: outage %v, errors %q, worker %s -> %s", s.name, out, errs, before, info["worker_id"])
+		}
+		t.Logf("%s: outage %v, worker %s -> %s, retired %s", s.name, out.Round(time.Millisecond), before, info["worker_id"], info["worker_retired"])
+	}
+	for i, l := range loads {
+		l.end()
+		for id := range l.seen {
+			if other, dup := seen[id]; dup {
+				t.Fatalf("ID %d from node %d and %s", id, i, other)
+			}
+			seen[id] = fmt.Sprint(i)
+		}
+		t.Logf("node %d: %d IDs, error replies %v", i, len(l.seen), l.errs)
 	}
 }

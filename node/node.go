@@ -245,7 +245,9 @@ func Open(cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	closers = append(closers, func() { n.Gen.Close() })
-	n.Gen.SetLeaseProblem("renewing it after the start") // cleared by the first renewal
+	if !n.leaseChecked.Load() {
+		n.Gen.SetLeaseProblem("renewing it after the start") // cleared by the first renewal
+	}
 	if n.clockWentBack() {
 		n.freshWorker(context.Background()) // a restart after the clock went back (fresh.go)
 	}

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"idserver/chaos/lazyfs"
 )
 
 // Config sets up a campaign.
@@ -32,6 +34,10 @@ type Config struct {
 	Logf           func(format string, args ...any)
 	// PorcupineTimeout bounds the linearizability check of each tag (30s when 0).
 	PorcupineTimeout time.Duration
+	// StrictDirs puts the nodes' disks (lazyfs, with power cuts in the
+	// mix) in Strict mode: a name is durable only once its directory is
+	// fsynced, not at the next fsync of anything (Ordered, as ext4).
+	StrictDirs bool
 }
 
 // Result is what a campaign did and found.
@@ -45,6 +51,8 @@ type Result struct {
 	Dir       string
 	Elapsed   time.Duration
 	BinaryRev string
+	// PowerCutPages counts the unsynced pages (4 KiB) power cuts dropped.
+	PowerCutPages int
 }
 
 // campaign is one run in progress.
@@ -235,7 +243,31 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		bin = filepath.Join(root, "idserver")
 	}
 	var disks map[int]string
-	if slices.Contains(kinds, FDiskFull) {
+	var lazy map[int]*lazyfs.FS
+	if slices.ContainsFunc(kinds, func(k string) bool { return slices.Contains(powerFaults, k) }) {
+		mode := lazyfs.Ordered
+		if cfg.StrictDirs {
+			mode = lazyfs.Strict
+		}
+		var err error
+		if disks, lazy, err = mountLazyDisks(root, cfg.Nodes, mode); err != nil {
+			res.Skipped = append(res.Skipped, "power cuts: "+err.Error())
+			logf("chaos: skipped power cuts: %v", err)
+			kinds = slices.DeleteFunc(kinds, func(k string) bool { return slices.Contains(powerFaults, k) })
+		} else {
+			logf("chaos: data directories on lazyfs (%s mode), %s each", mode, diskSize)
+			defer func() {
+				if err := unmountLazyDisks(lazy); err != nil {
+					logf("chaos: %v", err)
+				} else {
+					// Unmounted: nothing stale for the next campaign to clean up,
+					// which would remove the directory with its history and logs.
+					os.Remove(filepath.Join(root, pidFile))
+				}
+			}()
+		}
+	}
+	if slices.Contains(kinds, FDiskFull) && disks == nil {
 		var err error
 		if disks, err = mountDisks(root, cfg.Nodes); err != nil {
 			res.Skipped = append(res.Skipped, "disk-full: "+err.Error())
@@ -245,13 +277,17 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			defer func() {
 				if err := unmountDisks(disks); err != nil {
 					logf("chaos: %v", err)
+				} else {
+					// Unmounted: nothing stale for the next campaign to clean up,
+					// which would remove the directory with its history and logs.
+					os.Remove(filepath.Join(root, pidFile))
 				}
 			}()
 		}
 	}
 	res.Schedule = Schedule(cfg.Seed, cfg.Duration, kinds, cfg.Nodes)
 	c.t0 = time.Now()
-	c.pm = &procManager{bin: bin, root: root, flags: flags, step: cfg.SegmentStep, hist: c.hist, t0: c.t0, logf: logf, disks: disks}
+	c.pm = &procManager{bin: bin, root: root, flags: flags, step: cfg.SegmentStep, hist: c.hist, t0: c.t0, logf: logf, disks: disks, lazy: lazy}
 	defer c.pm.killAll()
 
 	// The cluster: the first node bootstraps, the others join it.
@@ -298,6 +334,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	for _, ev := range c.hist.Faults {
 		res.Faults[ev.Kind]++
 	}
+	res.PowerCutPages = c.hist.PowerCutPages
 	healed := c.since()
 	problems := nm.heal()
 	logf("chaos: healed at %s after %d faults %v", fmtDur(healed), nm.done, problems)
@@ -440,6 +477,9 @@ func (r *Result) Table(w io.Writer) {
 	}
 	fmt.Fprintf(tw, "total\t%d\t\n", total)
 	tw.Flush()
+	if r.Faults[FPowerCut]+r.Faults[FPowerCutAll] > 0 {
+		fmt.Fprintf(w, "power cuts dropped %d unsynced pages of 4 KiB (%.1f MiB)\n", r.PowerCutPages, float64(r.PowerCutPages)/256)
+	}
 	if n := r.Faults[KRepair]; n > 0 {
 		fmt.Fprintf(w, "(and %d operator repairs before a fault or at the heal: a slot restarted, a refused restart given a new node ID, a stale member forgotten, a joiner waited for until promoted)\n", n)
 	}

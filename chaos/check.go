@@ -416,7 +416,7 @@ func (c *checker) restartedBefore(op *Op) bool {
 		return false
 	}
 	for _, f := range c.h.Faults {
-		if f.Start < op.End && slices.Contains([]string{FKill, FForgetLive, FWipeNewID, FWipeSameID, FDiskFull, KRepair}, f.Kind) {
+		if f.Start < op.End && slices.Contains([]string{FKill, FPowerCut, FPowerCutAll, FForgetLive, FWipeNewID, FWipeSameID, FDiskFull, KRepair}, f.Kind) {
 			return true
 		}
 	}

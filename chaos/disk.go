@@ -8,11 +8,16 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"idserver/chaos/lazyfs"
 )
 
-// diskSize is each node's tmpfs: room for a campaign's Raft log and Pebble
-// files, small enough to fill in a moment.
-const diskSize = "256m"
+// diskSize is each node's disk (tmpfs or lazyfs): room for a campaign's
+// Raft log and Pebble files, small enough to fill in a moment.
+const (
+	diskSize      = "256m"
+	diskSizeBytes = 256 << 20
+)
 
 // pidFile, in a campaign's work directory, names the process that owns it.
 const pidFile = "campaign.pid"
@@ -72,6 +77,43 @@ func mountDisks(root string, slots int) (map[int]string, error) {
 		disks[slot] = dir
 	}
 	return disks, nil
+}
+
+// mountLazyDisks gives each slot a lazyfs of its own under root (served by
+// this process, in memory, diskSizeBytes each), so that a power cut can
+// drop what a node did not sync. It needs root, /dev/fuse and fusermount;
+// the error says which is missing.
+func mountLazyDisks(root string, slots int, mode lazyfs.Mode) (map[int]string, map[int]*lazyfs.FS, error) {
+	if err := lazyfs.Available(); err != nil {
+		return nil, nil, err
+	}
+	removeStaleDisks()
+	if err := os.WriteFile(filepath.Join(root, pidFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		return nil, nil, err
+	}
+	disks, lazy := map[int]string{}, map[int]*lazyfs.FS{}
+	for slot := range slots {
+		dir := filepath.Join(root, fmt.Sprintf("disk-slot%d", slot))
+		err := os.MkdirAll(dir, 0o755)
+		var f *lazyfs.FS
+		if err == nil {
+			f, err = lazyfs.Mount(dir, lazyfs.Options{Mode: mode, Capacity: diskSizeBytes})
+		}
+		if err != nil {
+			unmountLazyDisks(lazy)
+			return nil, nil, err
+		}
+		disks[slot], lazy[slot] = dir, f
+	}
+	return disks, lazy, nil
+}
+
+func unmountLazyDisks(lazy map[int]*lazyfs.FS) error {
+	var errs []error
+	for _, f := range lazy {
+		errs = append(errs, f.Unmount())
+	}
+	return errors.Join(errs...)
 }
 
 func unmountDisks(disks map[int]string) error {

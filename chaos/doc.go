@@ -7,8 +7,10 @@
 // a nemesis inject faults random in kind, target and timing: kill -9 and
 // restart, SIGSTOP/SIGCONT, partitions between nodes (iptables rules matched
 // on each node's Unix user and loopback address), clock steps through DEBUG
-// CLOCK, and membership changes (FORGET of a live node, a wiped directory
-// rejoining under the same or a new node ID, a joiner with another layout).
+// CLOCK, membership changes (FORGET of a live node, a wiped directory
+// rejoining under the same or a new node ID, a joiner with another layout),
+// a full disk, and power cuts of one node or all at once (data directories
+// on lazyfs, which drops every write not synced).
 // The same seed replays the same schedule of operations and faults; the
 // interleaving with the real processes differs from run to run.
 //

@@ -154,6 +154,14 @@ type History struct {
 	// Refusals the nemesis expected and did not get, or acceptances it
 	// did not expect: recorded as anomalies by the checker.
 	Membership []Anomaly
+	// PowerCutPages counts the unsynced pages (4 KiB) power cuts dropped.
+	PowerCutPages int
+}
+
+func (h *History) addPowerCut(pages int) {
+	h.mu.Lock()
+	h.PowerCutPages += pages
+	h.mu.Unlock()
 }
 
 func (h *History) addOp(op *Op) {

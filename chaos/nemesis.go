@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -28,14 +29,17 @@ const (
 	FWipeNewID    = "wipe-rejoin-new-id" // kill, FORGET, wiped directory rejoins under a new node ID
 	FWipeSameID   = "wipe-rejoin-same-id"
 	FWrongLayout  = "join-wrong-layout" // a joiner with --worker-bits 9 --seq-bits 13
-	FDiskFull     = "disk-full"         // a member's tmpfs filled, then emptied
+	FDiskFull     = "disk-full"         // a member's disk filled, then emptied
+	FPowerCut     = "power-cut"         // a node's power cut: killed, its unsynced writes dropped (lazyfs), restarted
+	FPowerCutAll  = "power-cut-all"     // the whole cluster's power cut at one instant
 )
 
 // AllFaults lists every fault kind, in the order tables print them.
-var AllFaults = []string{FKill, FPause, FIsolate, FOneWay, FClockBack, FClockForward, FClockStrobe, FForgetLive, FWipeNewID, FWipeSameID, FWrongLayout, FDiskFull}
+var AllFaults = []string{FKill, FPause, FIsolate, FOneWay, FClockBack, FClockForward, FClockStrobe, FForgetLive, FWipeNewID, FWipeSameID, FWrongLayout, FDiskFull, FPowerCut, FPowerCutAll}
 
 var partitionFaults = []string{FIsolate, FOneWay}
 var clockFaults = []string{FClockBack, FClockForward, FClockStrobe}
+var powerFaults = []string{FPowerCut, FPowerCutAll}
 
 // Fault is one scheduled fault. Target -1 means whichever node leads when
 // the fault starts.
@@ -65,7 +69,8 @@ func (f Fault) String() string {
 
 // weights make membership faults rarer than the cheap ones.
 var weights = map[string]int{FKill: 6, FPause: 5, FIsolate: 5, FOneWay: 4, FClockBack: 5, FClockForward: 2, FClockStrobe: 2,
-	FForgetLive: 2, FWipeNewID: 1, FWipeSameID: 1, FWrongLayout: 1, FDiskFull: 2}
+	FForgetLive: 2, FWipeNewID: 1, FWipeSameID: 1, FWrongLayout: 1, FDiskFull: 2,
+	FPowerCut: 4, FPowerCutAll: 2}
 
 // Schedule draws the faults of a campaign of the given length from seed.
 func Schedule(seed uint64, d time.Duration, kinds []string, nodes int) []Fault {
@@ -93,7 +98,7 @@ func Schedule(seed uint64, d time.Duration, kinds []string, nodes int) []Fault {
 		f.Other = rng.IntN(nodes)
 		f.Hold = time.Duration(300+rng.IntN(3700)) * time.Millisecond
 		switch f.Kind {
-		case FKill:
+		case FKill, FPowerCut, FPowerCutAll:
 			f.Hold = time.Duration(rng.IntN(2000)) * time.Millisecond
 		case FClockBack:
 			// 1 ms .. 1 h, log-uniform.
@@ -277,6 +282,14 @@ func (nm *nemesis) inject(ctx context.Context, f Fault) {
 		}
 		nm.sleep(ctx, f.Hold)
 		os.Remove(path)
+	case FPowerCut:
+		nm.powerCut(ctx, []*node{n}, f, ev)
+	case FPowerCutAll:
+		ev.Slots = nil
+		for _, m := range c.pm.slots() {
+			ev.Slots = append(ev.Slots, m.slot)
+		}
+		nm.powerCut(ctx, c.pm.slots(), f, ev)
 	case FForgetLive:
 		nm.forgetLive(ctx, n, f, ev)
 	case FWipeNewID:
@@ -285,6 +298,59 @@ func (nm *nemesis) inject(ctx context.Context, f Fault) {
 		nm.wipeRejoin(n, true, f.ForgetAfter, ev)
 	case FWrongLayout:
 		nm.wrongLayout(ctx, f, ev)
+	}
+}
+
+// powerCut cuts the power of nodes at one instant: their disks (lazyfs)
+// freeze, so nothing more reaches them, the processes are SIGKILLed and
+// waited for, everything the disks hold unsynced is dropped, and after the
+// hold all restart at once on the same directories and flags.
+func (nm *nemesis) powerCut(ctx context.Context, nodes []*node, f Fault, ev *FaultEvent) {
+	c := nm.c
+	var ids []string
+	for _, n := range nodes {
+		if c.pm.lazy[n.slot] == nil {
+			ev.Detail = "no lazyfs disk for slot " + strconv.Itoa(n.slot)
+			return
+		}
+		ids = append(ids, n.nodeID)
+	}
+	for _, n := range nodes {
+		c.pm.lazy[n.slot].Freeze()
+	}
+	var procs []*proc
+	for _, n := range nodes {
+		if p := n.running(); p != nil {
+			p.killed.Store(true)
+			p.cmd.Process.Signal(syscall.SIGKILL)
+			procs = append(procs, p)
+		}
+	}
+	for _, p := range procs {
+		<-p.done
+	}
+	for _, n := range nodes {
+		n.setRunning(nil)
+	}
+	pages, dirs := 0, 0
+	for _, n := range nodes {
+		st := c.pm.lazy[n.slot].Cut()
+		pages += st.Pages
+		dirs += st.Dirs
+	}
+	c.hist.addPowerCut(pages)
+	ev.Detail = fmt.Sprintf("power cut on %s: %d unsynced pages (4 KiB) and %d directories' unsynced names dropped", strings.Join(ids, ","), pages, dirs)
+	nm.sleep(ctx, f.Hold)
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Go(func() { _, errs[i] = c.pm.start(n, n.join, 40*time.Second) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			ev.Detail += "; restart failed: " + err.Error()
+		}
 	}
 }
 

@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"idserver/chaos/lazyfs"
 )
 
 // BuildServer builds cmd/idserver of the module that holds this package
@@ -120,7 +122,8 @@ type procManager struct {
 	logf    func(string, ...any)
 	asUsers bool
 
-	disks map[int]string // slot -> a small tmpfs its data directories live on
+	disks map[int]string     // slot -> a small tmpfs or lazyfs its data directories live on
+	lazy  map[int]*lazyfs.FS // slot -> its lazyfs, when power cuts are in the mix
 
 	mu    sync.Mutex
 	gens  int
@@ -202,9 +205,13 @@ func (pm *procManager) freshDir(n *node, nodeID string) error {
 		return err
 	}
 	if n.uid != 0 {
-		return os.Chown(n.dir, n.uid, n.uid)
+		if err := os.Chown(n.dir, n.uid, n.uid); err != nil {
+			return err
+		}
 	}
-	return nil
+	// As an operator's setup would, the new directory is made durable
+	// (on a lazyfs in Strict mode, a power cut would undo it otherwise).
+	return syncDir(base)
 }
 
 var listeningLine = regexp.MustCompile(`msg=listening addr=(\S+)`)
@@ -400,4 +407,14 @@ func clusterInfo(addr string) (map[string]string, error) {
 		}
 	}
 	return info, nil
+}
+
+// syncDir fsyncs a directory, making the names in it durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }

@@ -11,7 +11,6 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -39,7 +38,7 @@ type Config struct {
 	// (RaftBind when empty).
 	RaftAdvertise string
 	RESPAddr      string // this node's advertised RESP address, for CLUSTER LEADER
-	Secret        string // carried by node-to-node requests; the --requirepass of every node
+	Secret        string // the cluster secret every connection to the Raft port proves it knows (rpc.go)
 	Layout        engine.Layout
 	Store         *persist.Store
 	Logger        *slog.Logger
@@ -62,7 +61,9 @@ type Config struct {
 	// of its members is lost for good (hashicorp/raft's RecoverCluster):
 	// the others are forgotten, every tag skips RecoverSkip values and
 	// their worker leases run 10 * WorkerLease longer, beyond what they
-	// could have issued in entries this node never saw.
+	// could have issued in entries this node never saw. It is refused
+	// while another member answers on its Raft address, and ignored when
+	// this node is alone in the cluster it recovered (recover.go).
 	Recover     bool
 	RecoverSkip int64
 	// Now is the wall clock (time.Now when nil): lease ends are ID times.
@@ -142,40 +143,33 @@ func Open(cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 	c.cluster.Store(&id)
-	existing := Existing(cfg.Dir)
-	if existing && id == "" {
-		_, _, hasWorker, err := cfg.Store.Worker()
-		if err != nil {
-			return nil, err
-		}
-		if hasWorker {
-			return nil, fmt.Errorf("%s holds Raft state but no cluster identity (made by an older idserver): start on a new --dir", cfg.Dir)
-		}
-		// A joiner that was never admitted (its join was refused or cut
-		// short): its Raft state holds nothing; start it afresh.
-		if err := os.RemoveAll(filepath.Join(cfg.Dir, "raft")); err != nil {
-			return nil, err
-		}
-		existing = false
-	}
 	f, err := newFSM(cfg.Store, cfg.Layout.MaxWorker())
 	if err != nil {
 		return nil, err
 	}
 	c.fsm = f
+	if err := checkRaftFile(cfg, f); err != nil {
+		return nil, err
+	}
 	rdir := filepath.Join(cfg.Dir, "raft")
 	if err := os.MkdirAll(rdir, 0o755); err != nil {
 		return nil, err
 	}
 	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Output: slogWriter{cfg.Logger}, Level: hclog.Warn, DisableTime: true})
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(rdir, 2, hlog)
+	if err != nil {
+		return nil, err
+	}
+	// A directory whose Raft state is empty holds nothing to lose: a new
+	// one, a joiner that was never admitted, or a bootstrap cut short. Any
+	// other must agree with the Pebble state beside it.
+	existing, err := checkRaftState(cfg, f, id, snaps)
+	if err != nil {
+		return nil, err
+	}
 	logs, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(rdir, "raft.db")})
 	if err != nil {
 		return nil, fmt.Errorf("raft log store: %w", err)
-	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(rdir, 2, hlog)
-	if err != nil {
-		logs.Close()
-		return nil, err
 	}
 	network := cfg.Network
 	if network == nil {
@@ -201,7 +195,7 @@ func Open(cfg Config) (*Cluster, error) {
 		logs.Close()
 		return nil, fmt.Errorf("raft address %q cannot be reached by other members: set --raft-advertise", advertise)
 	}
-	c.mux = &mux{net: network, addr: addr, clusterID: c.ClusterID, serveRPC: c.serveRPC, refused: c.logRefused,
+	c.mux = &mux{net: network, addr: addr, secret: []byte(cfg.Secret), log: c.log, clusterID: c.ClusterID, serveRPC: c.serveRPC, refused: c.logRefused,
 		raftConns: make(chan net.Conn), closed: make(chan struct{}), conns: map[net.Conn]struct{}{}}
 	c.trans = raft.NewNetworkTransportWithLogger(raftStream{c.mux}, 3, 10*time.Second, hlog)
 	c.logs = logs
@@ -220,6 +214,7 @@ func Open(cfg Config) (*Cluster, error) {
 		}
 		c.trans.Close()
 		logs.Close()
+		c.closeIdle() // streams --recover's probes left
 		return nil, err
 	}
 	if !existing && !cfg.Join {
@@ -229,10 +224,13 @@ func Open(cfg Config) (*Cluster, error) {
 		}
 		c.cluster.Store(&id)
 	}
+	recovering, from := false, id
 	if cfg.Recover {
-		if !existing {
-			return fail(errors.New("--recover needs the data directory of a surviving member"))
+		if recovering, err = c.mayRecover(existing, logs, snaps); err != nil {
+			return fail(err)
 		}
+	}
+	if recovering {
 		// A new identity first: should a "lost" member come back after all,
 		// its cluster and this one never exchange Raft traffic.
 		id = newClusterID()
@@ -251,8 +249,8 @@ func Open(cfg Config) (*Cluster, error) {
 	}
 	// The port is served only now: a node-to-node request reads c.raft.
 	go c.mux.run()
-	if cfg.Recover {
-		if err := c.recoverAlone(); err != nil {
+	if recovering {
+		if err := c.recoverAlone(from); err != nil {
 			return fail(err)
 		}
 	}
@@ -283,12 +281,6 @@ func newClusterID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// Existing reports whether dir already holds Raft state (a restart).
-func Existing(dir string) bool {
-	_, err := os.Stat(filepath.Join(dir, "raft", "raft.db"))
-	return err == nil
-}
-
 // ClusterID is this node's cluster identity, "" before it belongs to one.
 func (c *Cluster) ClusterID() string { return *c.cluster.Load() }
 
@@ -306,6 +298,12 @@ func (c *Cluster) Close() error {
 	c.trans.Close()
 	c.mux.Close()
 	c.logs.Close()
+	c.closeIdle()
+	return err
+}
+
+// closeIdle closes the pooled node-to-node streams, for good.
+func (c *Cluster) closeIdle() {
 	c.poolMu.Lock()
 	for _, idle := range c.pool {
 		for _, conn := range idle {
@@ -314,7 +312,6 @@ func (c *Cluster) Close() error {
 	}
 	c.pool = nil
 	c.poolMu.Unlock()
-	return err
 }
 
 func (c *Cluster) logRefused(from, theirs string) {

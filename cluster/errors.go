@@ -26,7 +26,8 @@ var (
 	// that it applied the floor, after it); SET is idempotent, so a retry
 	// is safe.
 	ErrUnconfirmed = errors.New("not confirmed by every member")
-	// ErrAuth: a node-to-node request carried the wrong cluster secret.
+	// ErrAuth: the other end of a connection to a Raft port did not prove
+	// it knows the cluster secret.
 	ErrAuth = errors.New("wrong cluster secret")
 )
 

@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"net"
 	"strings"
@@ -40,16 +41,17 @@ type cutOnRaft struct {
 	cut  chan struct{}
 }
 
-// firstByteConn gives back the byte Accept read to look at the stream.
-type firstByteConn struct {
+// peekedConn gives back the bytes Accept read to look at the stream.
+type peekedConn struct {
 	net.Conn
-	first []byte
+	peeked []byte
 }
 
-func (c *firstByteConn) Read(p []byte) (int, error) {
-	if len(c.first) > 0 && len(p) > 0 {
-		p[0], c.first = c.first[0], nil
-		return 1, nil
+func (c *peekedConn) Read(p []byte) (int, error) {
+	if len(c.peeked) > 0 {
+		n := copy(p, c.peeked)
+		c.peeked = c.peeked[n:]
+		return n, nil
 	}
 	return c.Conn.Read(p)
 }
@@ -60,14 +62,15 @@ func (s *cutOnRaft) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		var b [1]byte
+		// The handshake's hello opens with its version, then the kind.
+		var b [2]byte
 		c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		if _, err := c.Read(b[:]); err != nil {
+		if _, err := io.ReadFull(c, b[:]); err != nil {
 			c.Close()
 			continue
 		}
 		c.SetReadDeadline(time.Time{})
-		if b[0] == 'R' {
+		if b[1] == 'R' {
 			s.once.Do(func() {
 				s.partition(true)
 				close(s.cut)
@@ -77,7 +80,7 @@ func (s *cutOnRaft) Accept() (net.Conn, error) {
 			c.Close()
 			continue
 		}
-		return &firstByteConn{Conn: c, first: b[:]}, nil
+		return &peekedConn{Conn: c, peeked: b[:]}, nil
 	}
 }
 

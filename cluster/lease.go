@@ -23,7 +23,10 @@ func (c *Cluster) leaseLocal(node string, worker, endMS int64, incarnation uint6
 	if err != nil {
 		return LeaseGrant{}, err
 	}
-	lr := resp.(leaseResult)
+	lr, err := applyAnswer[leaseResult](resp, "lease")
+	if err != nil {
+		return LeaseGrant{}, err
+	}
 	return LeaseGrant{EndMS: lr.EndMS, PrevIncarnation: lr.PrevIncarnation, PrevEndMS: lr.PrevEndMS}, lr.Err
 }
 

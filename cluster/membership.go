@@ -134,7 +134,10 @@ func (c *Cluster) join(ctx context.Context, node, raftAddr, respAddr string) (Jo
 	if err != nil {
 		return JoinResult{}, err
 	}
-	jr := resp.(joinResult)
+	jr, err := applyAnswer[joinResult](resp, "join")
+	if err != nil {
+		return JoinResult{}, err
+	}
 	if jr.Err != nil {
 		if node != c.cfg.NodeID {
 			// Leave the configuration as it was: no stray server.

@@ -2,15 +2,19 @@ package cluster
 
 import (
 	"context"
-	"crypto/subtle"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -18,14 +22,118 @@ import (
 	"idserver/engine"
 )
 
-// The Raft port carries two kinds of stream, told apart by the first byte
-// the dialer sends (rqlite multiplexes its cluster service the same way):
-// Raft's own RPCs, and node-to-node requests (allocation, SET, joins,
-// leases). Clients never see the second kind: it is not on the RESP port.
+// The Raft port carries two kinds of stream, told apart by the kind the
+// dialer names in its hello (rqlite multiplexes its cluster service the
+// same way): Raft's own RPCs, and node-to-node requests (allocation, SET,
+// joins, leases). Clients never see the second kind: it is not on the RESP
+// port.
 const (
 	streamRaft byte = 'R'
 	streamRPC  byte = 'C'
 )
+
+// Every connection to the Raft port opens with a handshake in which each
+// side proves it knows the cluster secret (--cluster-secret, or
+// --requirepass), before a byte of a Raft RPC or a request is read:
+//
+//	dialer:   helloV1, kind, len(cluster ID), cluster ID, dialer nonce
+//	acceptor: acceptor nonce
+//	dialer:   HMAC-SHA256(secret, "dialer" | transcript)
+//	acceptor: HMAC-SHA256(secret, "acceptor" | transcript)
+//
+// The transcript is the kind, the dialer's cluster ID and both nonces, so
+// a proof is good for one connection, one direction and one kind only. The
+// dialer proves first: a process without the secret gets nothing keyed by
+// it (nothing to guess the secret from offline). The acceptor proves back:
+// a node sends no request to, and takes no Raft answer from, a listener
+// that does not know the secret. The secret never crosses the wire, and
+// the cluster ID is no credential: it is read only once the proof holds,
+// to keep two clusters' Raft traffic apart.
+const (
+	helloV1          byte = 'A' // the first byte of the handshake, version 1
+	nonceSize             = 32
+	handshakeTimeout      = 5 * time.Second // an acceptor's bound on the whole handshake
+	maxHandshakes         = 64              // handshakes an acceptor runs at once; past it a connection is closed at once
+)
+
+// handshake is what both ends of one connection prove over.
+type handshake struct {
+	kind                       byte
+	cluster                    string // the dialer's cluster ID, "" before it belongs to one
+	dialerNonce, acceptorNonce [nonceSize]byte
+}
+
+// proof is role's HMAC over the transcript, keyed by the cluster secret.
+func (h *handshake) proof(secret []byte, role string) []byte {
+	mac := hmac.New(sha256.New, secret)
+	mac.Write([]byte("idserver raft port v1 " + role + "\x00"))
+	mac.Write([]byte{h.kind, byte(len(h.cluster))})
+	mac.Write([]byte(h.cluster))
+	mac.Write(h.dialerNonce[:])
+	mac.Write(h.acceptorNonce[:])
+	return mac.Sum(nil)
+}
+
+// openAsDialer runs the dialer's side of the handshake on conn, whose
+// deadline the caller has set.
+func (m *mux) openAsDialer(conn net.Conn, kind byte) error {
+	h := handshake{kind: kind, cluster: m.clusterID()}
+	rand.Read(h.dialerNonce[:])
+	hello := append([]byte{helloV1, kind, byte(len(h.cluster))}, h.cluster...)
+	if _, err := conn.Write(append(hello, h.dialerNonce[:]...)); err != nil {
+		return err
+	}
+	if _, err := io.ReadFull(conn, h.acceptorNonce[:]); err != nil {
+		return fmt.Errorf("%w: no handshake from the node (an idserver without it?): %v", ErrAuth, err)
+	}
+	if _, err := conn.Write(h.proof(m.secret, "dialer")); err != nil {
+		return err
+	}
+	theirs := make([]byte, sha256.Size)
+	if _, err := io.ReadFull(conn, theirs); err != nil {
+		return fmt.Errorf("%w: the node refused this node's proof (is --cluster-secret, or --requirepass, the same on every node?): %v", ErrAuth, err)
+	}
+	if !hmac.Equal(theirs, h.proof(m.secret, "acceptor")) {
+		return fmt.Errorf("%w: the node's proof is wrong: it does not know the cluster secret", ErrAuth)
+	}
+	return nil
+}
+
+// openAsAcceptor runs the accepting side of the handshake on conn, whose
+// deadline the caller has set; an error is why the connection is refused.
+func (m *mux) openAsAcceptor(conn net.Conn) (*handshake, error) {
+	var hdr [3]byte
+	if _, err := io.ReadFull(conn, hdr[:]); err != nil {
+		return nil, fmt.Errorf("no hello: %w", err)
+	}
+	if hdr[0] != helloV1 {
+		return nil, fmt.Errorf("opened with %q, not the handshake (not an idserver node, or one without the handshake)", hdr[0])
+	}
+	if hdr[1] != streamRaft && hdr[1] != streamRPC {
+		return nil, fmt.Errorf("unknown stream kind %q", hdr[1])
+	}
+	rest := make([]byte, int(hdr[2])+nonceSize)
+	if _, err := io.ReadFull(conn, rest); err != nil {
+		return nil, fmt.Errorf("short hello: %w", err)
+	}
+	h := &handshake{kind: hdr[1], cluster: string(rest[:hdr[2]])}
+	copy(h.dialerNonce[:], rest[hdr[2]:])
+	rand.Read(h.acceptorNonce[:])
+	if _, err := conn.Write(h.acceptorNonce[:]); err != nil {
+		return nil, err
+	}
+	theirs := make([]byte, sha256.Size)
+	if _, err := io.ReadFull(conn, theirs); err != nil {
+		return nil, fmt.Errorf("no proof: %w", err)
+	}
+	if !hmac.Equal(theirs, h.proof(m.secret, "dialer")) {
+		return nil, errors.New("wrong proof: the dialer does not know the cluster secret")
+	}
+	if _, err := conn.Write(h.proof(m.secret, "acceptor")); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
 
 // Network is how the Raft port is served and reached: TCP, TLS, or a
 // test's network that it can cut.
@@ -56,21 +164,27 @@ func (n tcpNetwork) Dial(addr string, timeout time.Duration) (net.Conn, error) {
 	return c, err
 }
 
-// mux routes the streams accepted on the Raft port. A Raft stream is taken
-// only when its dialer names this node's cluster: a node that belongs to
-// no cluster yet (a joiner not yet admitted, a replaced disk) takes none,
-// so an empty log never votes, and two clusters never exchange Raft RPCs.
+// mux routes the streams accepted on the Raft port, once their dialer has
+// proved it knows the cluster secret. A Raft stream is taken only when its
+// dialer names this node's cluster: a node that belongs to no cluster yet
+// (a joiner not yet admitted, a replaced disk) takes none, so an empty log
+// never votes, and two clusters never exchange Raft RPCs.
 type mux struct {
 	net       Network
 	addr      net.Addr // advertised Raft address
+	secret    []byte   // the cluster secret: every connection proves it knows it
+	log       *slog.Logger
 	clusterID func() string
 	serveRPC  func(net.Conn)
-	refused   func(from, theirs string) // a Raft stream of another cluster
+	refused   func(from, theirs string) // an authenticated Raft stream of another cluster
 	raftConns chan net.Conn
 	closed    chan struct{}
 	closeOnce sync.Once
 	connsMu   sync.Mutex
 	conns     map[net.Conn]struct{} // node-to-node streams being served
+	unproved  atomic.Int64          // connections refused at the handshake
+	opening   atomic.Int32          // handshakes under way
+	lastLog   atomic.Int64          // when the last of them was logged, Unix ns
 }
 
 func (m *mux) run() {
@@ -94,22 +208,25 @@ func (m *mux) run() {
 }
 
 func (m *mux) route(conn net.Conn) {
-	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-	var hdr [2]byte
-	if _, err := io.ReadFull(conn, hdr[:]); err != nil {
+	if m.opening.Add(1) > maxHandshakes {
+		m.opening.Add(-1)
 		conn.Close()
+		m.logUnproved(conn.RemoteAddr().String(), fmt.Errorf("%d handshakes already under way", maxHandshakes))
 		return
 	}
-	theirs := make([]byte, hdr[1])
-	if _, err := io.ReadFull(conn, theirs); err != nil {
+	conn.SetDeadline(time.Now().Add(handshakeTimeout))
+	h, err := m.openAsAcceptor(conn)
+	m.opening.Add(-1)
+	if err != nil {
 		conn.Close()
+		m.logUnproved(conn.RemoteAddr().String(), err)
 		return
 	}
-	conn.SetReadDeadline(time.Time{})
-	switch hdr[0] {
+	conn.SetDeadline(time.Time{})
+	switch h.kind {
 	case streamRaft:
-		if mine := m.clusterID(); mine == "" || string(theirs) != mine {
-			m.refused(conn.RemoteAddr().String(), string(theirs))
+		if mine := m.clusterID(); mine == "" || h.cluster != mine {
+			m.refused(conn.RemoteAddr().String(), h.cluster)
 			conn.Close()
 			return
 		}
@@ -124,9 +241,26 @@ func (m *mux) route(conn net.Conn) {
 		}
 		defer m.track(conn, false)
 		m.serveRPC(conn)
-	default:
-		conn.Close()
 	}
+}
+
+// logUnproved logs a connection refused at the handshake: the first ten,
+// then one in a hundred, or the next one a minute after the last line, each
+// line with the count so far (a flood costs no more than a line per
+// hundred connections).
+func (m *mux) logUnproved(from string, why error) {
+	select {
+	case <-m.closed:
+		return // closing: the handshakes under way fail
+	default:
+	}
+	n, now := m.unproved.Add(1), time.Now().UnixNano()
+	if n > 10 && n%100 != 0 && now-m.lastLog.Load() < int64(time.Minute) {
+		return
+	}
+	m.lastLog.Store(now)
+	m.log.Warn("refused a connection to the Raft port: no proof of the cluster secret",
+		"from", from, "reason", why.Error(), "refused_so_far", n)
 }
 
 // track adds or removes a served stream; false when the mux is closed.
@@ -148,18 +282,18 @@ func (m *mux) track(conn net.Conn, add bool) bool {
 	return true
 }
 
+// dial opens a stream of kind to the Raft port at addr, handshake done.
 func (m *mux) dial(addr string, kind byte, timeout time.Duration) (net.Conn, error) {
 	conn, err := m.net.Dial(addr, timeout)
 	if err != nil {
 		return nil, err
 	}
-	id := m.clusterID()
-	conn.SetWriteDeadline(time.Now().Add(timeout))
-	if _, err := conn.Write(append([]byte{kind, byte(len(id))}, id...)); err != nil {
+	conn.SetDeadline(time.Now().Add(timeout))
+	if err := m.openAsDialer(conn, kind); err != nil {
 		conn.Close()
-		return nil, err
+		return nil, fmt.Errorf("raft port %s: %w", addr, err)
 	}
-	conn.SetWriteDeadline(time.Time{})
+	conn.SetDeadline(time.Time{})
 	return conn, nil
 }
 
@@ -283,7 +417,6 @@ type request struct {
 	Seq      uint64      `json:"seq"` // echoed by the response
 	Op       op          `json:"op"`
 	Cluster  string      `json:"cluster,omitempty"` // the sender's cluster
-	Secret   string      `json:"secret,omitempty"`
 	Node     string      `json:"node,omitempty"`
 	RaftAddr string      `json:"raft,omitempty"`
 	RESPAddr string      `json:"resp,omitempty"`
@@ -382,17 +515,15 @@ func (c *Cluster) serveRPC(conn net.Conn) {
 	}
 }
 
-// answer runs one request. Every request but identify and admit must come
-// from this node's cluster, and all must carry the cluster secret.
+// answer runs one request, on a stream whose dialer proved it knows the
+// cluster secret. Every request but identify and admit must come from this
+// node's cluster.
 func (c *Cluster) answer(req *request) *response {
 	fail := func(err error) *response {
 		if err == nil {
 			return &response{}
 		}
 		return &response{Code: codeOf(err), Msg: err.Error()}
-	}
-	if subtle.ConstantTimeCompare([]byte(req.Secret), []byte(c.cfg.Secret)) != 1 {
-		return fail(fmt.Errorf("%w from a node-to-node request", ErrAuth))
 	}
 	if req.Op != opIdentify && req.Op != opAdmit && req.Cluster != c.ClusterID() {
 		return fail(fmt.Errorf("%w: a request from cluster %q reached node %s of cluster %q", ErrRefused, req.Cluster, c.cfg.NodeID, c.ClusterID()))
@@ -483,7 +614,7 @@ func (c *Cluster) answer(req *request) *response {
 // once more on a new stream: a request answered but whose answer was lost
 // costs a gap (an allocation is made again), never a repeat.
 func (c *Cluster) call(ctx context.Context, addr string, req *request) (*response, error) {
-	req.Cluster, req.Secret = c.ClusterID(), c.cfg.Secret
+	req.Cluster = c.ClusterID()
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = time.Now().Add(c.timing.Call)

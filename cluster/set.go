@@ -92,7 +92,10 @@ func (c *Cluster) setLocal(ctx context.Context, tag string, v int64, cond string
 		if err != nil {
 			return 0, false, err
 		}
-		res := resp.(setResult)
+		res, err := applyAnswer[setResult](resp, "SET")
+		if err != nil {
+			return 0, false, err
+		}
 		if errors.Is(res.Err, errMoved) {
 			if attempt < attempts {
 				continue

@@ -42,13 +42,18 @@ type Config struct {
 	Recover       bool  // restart the cluster from this member alone (cluster.Config.Recover)
 	RecoverSkip   int64 // with Recover: how far every tag skips
 	SegmentStep   int64
-	RequirePass   string
+	RequirePass   string // the password clients AUTH with
+	// ClusterSecret is what every connection to the Raft port proves it
+	// knows (cluster.Config.Secret); RequirePass when empty.
+	ClusterSecret string
 	Limits        resp.Limits
 	MaxClients    int
 	Version       string
 	Logger        *slog.Logger
 	// TLSServer and TLSClient serve RESP and the Raft port over TLS and
-	// reach other nodes with it.
+	// reach other nodes with it. The Raft port requires and verifies a
+	// client certificate against TLSServer.ClientCAs (mutual TLS): only
+	// nodes reach it. RESP requires none.
 	TLSServer, TLSClient *tls.Config
 	// Now is the wall clock the generator and leases read (time.Now when nil).
 	Now func() time.Time
@@ -181,11 +186,19 @@ func Open(cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
+	raftTLS, err := mutualTLS(cfg.TLSServer, cfg.TLSClient)
+	if err != nil {
+		return nil, err
+	}
+	secret := cfg.ClusterSecret
+	if secret == "" {
+		secret = cfg.RequirePass
+	}
 	var segments atomic.Pointer[engine.Segments]
 	n.Cluster, err = cluster.Open(cluster.Config{
 		NodeID: n.ID, Dir: cfg.Dir, RaftBind: raftBind, RaftAdvertise: cfg.RaftAdvertise, RESPAddr: n.Addr,
-		Secret: cfg.RequirePass, Layout: cfg.Layout, Store: n.Store, Logger: cfg.Logger, Join: cfg.Join != "",
-		Now: cfg.Now, WorkerLease: cfg.WorkerLease, Recover: cfg.Recover, RecoverSkip: cfg.RecoverSkip, Network: cfg.Network, TLSServer: cfg.TLSServer, TLSClient: cfg.TLSClient,
+		Secret: secret, Layout: cfg.Layout, Store: n.Store, Logger: cfg.Logger, Join: cfg.Join != "",
+		Now: cfg.Now, WorkerLease: cfg.WorkerLease, Recover: cfg.Recover, RecoverSkip: cfg.RecoverSkip, Network: cfg.Network, TLSServer: raftTLS, TLSClient: cfg.TLSClient,
 		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, SnapshotThreshold: cfg.SnapshotThreshold,
 		OnConflict: n.conflict,
 		OnForgotten: func() {
@@ -281,6 +294,22 @@ func Open(cfg Config) (_ *Node, err error) {
 		"layout", cfg.Layout.String(), "dir", cfg.Dir, "logical_clock_ms", st.LogicalMS, "high_water_ms", st.HighWaterMS,
 		"lease_end_ms", st.LeaseEndMS)
 	return n, nil
+}
+
+// mutualTLS is the Raft port's TLS: server's, requiring and verifying a
+// client certificate (nil without TLS). Both sides must name whom they
+// trust: with no CA pool Go would verify against the system's roots, and
+// any publicly signed certificate would reach the Raft port.
+func mutualTLS(server, client *tls.Config) (*tls.Config, error) {
+	if server == nil {
+		return nil, nil
+	}
+	if server.ClientCAs == nil || client == nil || client.RootCAs == nil || len(client.Certificates) == 0 {
+		return nil, errors.New("TLS on the Raft port needs the CAs that sign the nodes' certificates (TLSServer.ClientCAs, TLSClient.RootCAs) and a certificate to present (TLSClient.Certificates)")
+	}
+	raft := server.Clone()
+	raft.ClientAuth = tls.RequireAndVerifyClientCert
+	return raft, nil
 }
 
 // conflict stops issuing at once and ends the node: its cluster identity

@@ -63,6 +63,10 @@ func Open(dir string) (*Store, error) {
 		}
 		return nil, fmt.Errorf("lock %s: %w", dir, err)
 	}
+	if err := checkPebbleFiles(dir); err != nil {
+		lock.Close()
+		return nil, err
+	}
 	db, err := pebble.Open(filepath.Join(dir, "pebble"), &pebble.Options{Logger: quietLogger{}})
 	if err != nil {
 		lock.Close()

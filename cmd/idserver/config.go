@@ -40,10 +40,15 @@ type Config struct {
 	MaxClients  int
 	TLSCert     string
 	TLSKey      string
+	TLSCA       string
 	MetricsAddr string
 	ShowVersion bool
 	EnableDebug bool // DEBUG CLOCK steps the clock IDs are issued on (fault tests only)
 
+	// ClusterSecret keys the handshake on the Raft port; RequirePass when empty.
+	ClusterSecret string
+	// ProtectedMode "yes" refuses a non-loopback bind with no secret at all.
+	ProtectedMode string
 	// ClientOutputLimit and ClientOutputTimeout bound the replies a client
 	// has not read yet (resp.Config).
 	ClientOutputLimit   int
@@ -76,7 +81,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.IntVar(&c.Layout.GeneBits, "gene-bits", def.GeneBits, "low bits of the field holding the shard gene")
 	fs.DurationVar(&c.Window, "window", 3*time.Second, "how far ahead the high-water time is reserved on disk")
 	fs.DurationVar(&c.MaxBorrow, "max-borrow", time.Second, "how far IDs may run ahead of a clock that is behind")
-	fs.StringVar(&c.RequirePass, "requirepass", "", "password clients must AUTH with")
+	fs.StringVar(&c.RequirePass, "requirepass", "", "password clients must AUTH with (and the cluster secret, without --cluster-secret)")
+	fs.StringVar(&c.ClusterSecret, "cluster-secret", "", "secret every node proves it knows, by HMAC challenge-response, on each connection to the Raft port (default: --requirepass); the same on every node")
+	fs.StringVar(&c.ProtectedMode, "protected-mode", "yes", "yes: refuse to start bound to a non-loopback address with neither --cluster-secret nor --requirepass; no: start anyway")
 	fs.IntVar(&c.MaxBulk, "max-bulk", resp.DefaultLimits().MaxBulk, "largest bulk string a client may send, bytes")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "text or json (log/slog on stderr)")
@@ -85,6 +92,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.DurationVar(&c.ClientOutputTimeout, "client-output-timeout", resp.DefaultClientOutputTimeout, "a client that takes none of a write of its replies for this long (at most twice it) is closed")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "PEM certificate: serve RESP (and Raft) over TLS")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
+	fs.StringVar(&c.TLSCA, "tls-ca", "", "PEM CA bundle the nodes' certificates are verified against, both ways on the Raft port (default: the certificates in --tls-cert, for one self-signed certificate shared by every node)")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", "", "host:port to serve Prometheus /metrics and /healthz on")
 	fs.BoolVar(&c.ShowVersion, "version", false, "print the version and exit")
 	fs.BoolVar(&c.EnableDebug, "enable-debug-command", false, "answer DEBUG CLOCK, which steps the clock IDs are issued on (fault tests only)")
@@ -151,6 +159,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--client-output-timeout %v is too short (at least 100ms)", c.ClientOutputTimeout)
 	case (c.TLSCert == "") != (c.TLSKey == ""):
 		return errors.New("--tls-cert and --tls-key go together")
+	case c.TLSCA != "" && c.TLSCert == "":
+		return errors.New("--tls-ca goes with --tls-cert and --tls-key")
+	case c.ProtectedMode != "yes" && c.ProtectedMode != "no":
+		return fmt.Errorf("--protected-mode %q: yes or no", c.ProtectedMode)
 	}
 	if c.RaftAddr == "" {
 		port := 0
@@ -162,11 +174,45 @@ func (c *Config) Validate() error {
 		}
 		c.RaftAddr = net.JoinHostPort(c.Bind, strconv.Itoa(port))
 	}
+	if err := c.checkProtectedMode(); err != nil {
+		return err
+	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(c.LogLevel)); err != nil {
 		return fmt.Errorf("--log-level: %v", err)
 	}
 	return nil
+}
+
+// checkProtectedMode refuses, as Redis's protected mode does, a node that
+// listens beyond loopback with no secret at all: anyone who reaches it
+// could take IDs, or talk Raft to it.
+func (c *Config) checkProtectedMode() error {
+	if c.ProtectedMode == "no" || c.ClusterSecret != "" || c.RequirePass != "" {
+		return nil
+	}
+	raftHost, _, err := net.SplitHostPort(c.RaftAddr)
+	if err != nil {
+		return fmt.Errorf("--raft-addr %q: %v", c.RaftAddr, err)
+	}
+	for _, a := range []struct{ flag, host string }{{"--bind", c.Bind}, {"--raft-addr", raftHost}} {
+		if !loopback(a.host) {
+			return fmt.Errorf("protected mode: %s %q is not a loopback address and no secret is set, so anyone who reaches this node could "+
+				"take IDs from it or send it Raft traffic; set --cluster-secret and --requirepass (the same on every node), "+
+				"or bind to 127.0.0.1, or, if the network is trusted, start with --protected-mode no", a.flag, a.host)
+		}
+	}
+	return nil
+}
+
+// loopback says whether host is a loopback address or "localhost". A name
+// is not looked up: it counts as beyond loopback.
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func (c *Config) level() slog.Level {

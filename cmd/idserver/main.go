@@ -65,7 +65,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		}
 		defer metrics.close()
 	}
-	tlsServer, tlsClient, err := loadTLS(cfg.TLSCert, cfg.TLSKey)
+	tlsServer, tlsClient, err := loadTLS(cfg.TLSCert, cfg.TLSKey, cfg.TLSCA)
 	if err != nil {
 		return fail(err)
 	}
@@ -82,7 +82,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		Bind: cfg.Bind, Port: cfg.Port, Advertise: cfg.Advertise, RaftAddr: cfg.RaftAddr, RaftAdvertise: cfg.RaftAdv,
 		Dir: cfg.Dir, NodeID: cfg.NodeID, Join: cfg.Join, Layout: cfg.Layout, Window: cfg.Window,
 		MaxBorrow: cfg.MaxBorrow, WorkerLease: cfg.WorkerLease, Recover: cfg.Recover, RecoverSkip: cfg.RecoverSkip, SegmentStep: cfg.SegmentStep,
-		RequirePass: cfg.RequirePass, Limits: limits, MaxClients: cfg.MaxClients, Version: version, Logger: log,
+		RequirePass: cfg.RequirePass, ClusterSecret: cfg.ClusterSecret, Limits: limits, MaxClients: cfg.MaxClients, Version: version, Logger: log,
 		ClientOutputLimit: cfg.ClientOutputLimit, ClientOutputTimeout: cfg.ClientOutputTimeout,
 		TLSServer: tlsServer, TLSClient: tlsClient,
 	})
@@ -114,10 +114,12 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	return code
 }
 
-// loadTLS reads the node certificate. The same certificate serves RESP and
-// Raft and is the one trusted for connections to other nodes, so it must
-// name every node's address.
-func loadTLS(certFile, keyFile string) (server, client *tls.Config, err error) {
+// loadTLS reads the node certificate, which serves RESP and the Raft port
+// and is presented to other nodes, and the CAs that nodes' certificates are
+// verified against: caFile, or the certificates in certFile themselves (one
+// self-signed certificate shared by every node, which must then name every
+// node's address). On the Raft port both sides verify (node.Config).
+func loadTLS(certFile, keyFile, caFile string) (server, client *tls.Config, err error) {
 	if certFile == "" {
 		return nil, nil, nil
 	}
@@ -126,12 +128,22 @@ func loadTLS(certFile, keyFile string) (server, client *tls.Config, err error) {
 		return nil, nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
 	}
 	pool := x509.NewCertPool()
-	for _, der := range cert.Certificate {
-		c, err := x509.ParseCertificate(der)
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
 		if err != nil {
-			return nil, nil, fmt.Errorf("--tls-cert: %w", err)
+			return nil, nil, fmt.Errorf("--tls-ca: %w", err)
 		}
-		pool.AddCert(c)
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, nil, fmt.Errorf("--tls-ca %s: no PEM certificate in it", caFile)
+		}
+	} else {
+		for _, der := range cert.Certificate {
+			c, err := x509.ParseCertificate(der)
+			if err != nil {
+				return nil, nil, fmt.Errorf("--tls-cert: %w", err)
+			}
+			pool.AddCert(c)
+		}
 	}
 	server = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12,
 		ClientCAs: pool, ClientAuth: tls.VerifyClientCertIfGiven}

@@ -421,3 +421,159 @@ func TestCopiedMemberIsRefused(t *testing.T) {
 		t.Fatalf("the original after its copy was refused: %v", err)
 	}
 }
+
+// waitMembers waits until p's state machine shows n members of cluster id
+// (a joiner's is behind the leader's for a moment).
+func waitMembers(t *testing.T, p *proc, id string, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		info := clusterInfo(t, p.client())
+		if info["cluster_id"] == id && info["members"] == strconv.Itoa(n) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node at %s: %v, want cluster %s of %d members", p.Addr, info, id, n)
+		}
+	}
+}
+
+// TestRecoverRefusedWhileMembersAnswer (issue 15, attack 4): --recover on a
+// member while the other two run is refused, naming them and the remedy,
+// before anything changes: started again without the flag, the node is
+// the same member of the same three-node cluster, and every ID is unique.
+// With one of the two still running it is refused naming that one; once
+// both are killed it recovers.
+func TestRecoverRefusedWhileMembersAnswer(t *testing.T) {
+	ms := startMembers(t, 3)
+	before := clusterInfo(t, ms[1].p.client())
+	for _, m := range ms {
+		waitMembers(t, m.p, before["cluster_id"], 3)
+	}
+	args := []string{"--port", ms[0].port, "--raft-addr", "127.0.0.1:" + ms[0].raft, "--recover"}
+	refused := func(alive ...*member) {
+		t.Helper()
+		p, err := launch(t, ms[0].dir, nil, args...)
+		log := waitExit(t, p, err)
+		want := []string{"answer as members of cluster " + before["cluster_id"], "without --recover", "stop them for good first"}
+		for _, m := range alive {
+			want = append(want, "at 127.0.0.1:"+m.raft)
+		}
+		for _, w := range want {
+			if !strings.Contains(log, w) {
+				t.Errorf("the refusal does not say %q:\n%s", w, log)
+			}
+		}
+		if strings.Contains(log, "recovered the cluster alone") {
+			t.Fatalf("it recovered:\n%s", log)
+		}
+	}
+	ms[0].p.stop()
+	refused(ms[1], ms[2])
+	ms[0].start(t)
+	for _, m := range ms {
+		waitMembers(t, m.p, before["cluster_id"], 3)
+	}
+	collectIDs(t, time.Second, ms[0].p.client(), ms[1].p.client(), ms[2].p.client())
+
+	ms[2].p.Kill()
+	ms[0].p.stop()
+	refused(ms[1])
+	ms[1].p.Kill()
+	p, err := launch(t, ms[0].dir, nil, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info := clusterInfo(t, p.client()); info["members"] != "1" || info["cluster_id"] == before["cluster_id"] {
+		t.Fatalf("--recover with the others killed: %v", info)
+	}
+}
+
+// TestRecoverRunsOnce: after a recovery, a restart with --recover still on
+// the command line does not recover again: with a member that joined the
+// recovered node since alive, it is refused naming that member, which stays
+// a member; the next start without the flag serves with no second skip. A
+// node alone in the cluster it recovered ignores the flag, loudly, and does
+// not skip; a single node recovers once, then ignores it.
+func TestRecoverRunsOnce(t *testing.T) {
+	ctx := context.Background()
+	ms := startMembers(t, 3)
+	c := ms[0].p.client()
+	if err := c.Do(ctx, "INCR", "orders").Err(); err != nil {
+		t.Fatal(err)
+	}
+	ms[1].p.Kill()
+	ms[2].p.Kill()
+	ms[0].p.stop()
+	args := []string{"--port", ms[0].port, "--raft-addr", "127.0.0.1:" + ms[0].raft}
+	p, err := launch(t, ms[0].dir, nil, append(args, "--recover")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recovered, err := p.client().Do(ctx, "INCR", "orders").Int64()
+	if err != nil || recovered < 1_000_000_000_000 {
+		t.Fatalf("INCR after --recover: %d %v", recovered, err)
+	}
+	id := clusterInfo(t, p.client())["cluster_id"]
+	// Alone after the recovery: the flag is ignored, loudly.
+	p.stop()
+	p, err = launch(t, ms[0].dir, nil, append(args, "--recover")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(p.Log(), "--recover IGNORED") || !strings.Contains(p.Log(), "recovered_from=") {
+		t.Fatalf("no loud message for a second --recover alone:\n%s", p.Log())
+	}
+	if v, err := p.client().Do(ctx, "INCR", "orders").Int64(); err != nil || v > recovered+1_000_000 || clusterInfo(t, p.client())["cluster_id"] != id {
+		t.Fatalf("a second --recover alone: INCR %d %v (after the recovery %d), cluster %v (was %s)", v, err, recovered,
+			clusterInfo(t, p.client())["cluster_id"], id)
+	} else {
+		recovered = v
+	}
+	joiner := &member{dir: t.TempDir(), port: strconv.Itoa(testproc.FreePort(t)), raft: strconv.Itoa(testproc.FreePort(t)), join: p.Addr}
+	joiner.start(t)
+	waitMembers(t, p, id, 2)
+	p.stop()
+
+	p, err = launch(t, ms[0].dir, nil, append(args, "--recover")...)
+	log := waitExit(t, p, err)
+	if !strings.Contains(log, "127.0.0.1:"+joiner.raft) || !strings.Contains(log, "without --recover") {
+		t.Fatalf("the second --recover does not name the member that joined:\n%s", log)
+	}
+	p, err = launch(t, ms[0].dir, nil, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []*proc{p, joiner.p} {
+		waitMembers(t, q, id, 2)
+	}
+	v, err := p.client().Do(ctx, "INCR", "orders").Int64()
+	if err != nil || v <= recovered || v > recovered+1_000_000 {
+		t.Fatalf("INCR after the refused second --recover: %d %v (after the recovery: %d): skipped again", v, err, recovered)
+	}
+	collectIDs(t, time.Second, p.client(), joiner.p.client())
+
+	// A single node: its first --recover recovers (the skip is what makes
+	// a directory restored from a backup safe), the second one is ignored.
+	dir := t.TempDir()
+	one := startProc(t, dir)
+	first, err := one.client().Do(ctx, "INCR", "orders").Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	one.stop()
+	one = startProc(t, dir, "--recover")
+	v, err = one.client().Do(ctx, "INCR", "orders").Int64()
+	if err != nil || v < first+1_000_000_000_000 {
+		t.Fatalf("a single node's first --recover: INCR %d %v (before %d)", v, err, first)
+	}
+	oneID := clusterInfo(t, one.client())["cluster_id"]
+	one.stop()
+	one = startProc(t, dir, "--recover")
+	if !strings.Contains(one.Log(), "--recover IGNORED") {
+		t.Fatalf("no loud message for a second --recover:\n%s", one.Log())
+	}
+	if w, err := one.client().Do(ctx, "INCR", "orders").Int64(); err != nil || w > v+1_000_000 || clusterInfo(t, one.client())["cluster_id"] != oneID {
+		t.Fatalf("a single node's second --recover: INCR %d %v (after the first %d), cluster %v (was %s)", w, err, v,
+			clusterInfo(t, one.client())["cluster_id"], oneID)
+	}
+}

@@ -35,7 +35,7 @@ type Config struct {
 
 // Server is one idserver process.
 type Server struct {
-	Addr string    // RESP address, from the server's listening line
+	Addr string    // RESP address, from the server's listening line (on 127.0.0.1 when it binds every interface)
 	Port string    // the port of Addr
 	Cmd  *exec.Cmd // the process, for signals such as SIGSTOP
 
@@ -109,7 +109,11 @@ func Launch(cfg Config) (*Server, error) {
 	case <-time.After(20 * time.Second):
 		return s, fmt.Errorf("idserver did not listen within 20s\n%s", s.Log())
 	}
-	_, s.Port, _ = net.SplitHostPort(s.Addr)
+	host, port, _ := net.SplitHostPort(s.Addr)
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		s.Addr = net.JoinHostPort("127.0.0.1", port) // bound to every interface: reached on loopback only
+	}
+	s.Port = port
 	ready := cfg.Ready
 	if ready == nil {
 		ready = []any{"PING"}

@@ -28,6 +28,7 @@ func main() {
 	faults := flag.String("faults", "", "comma-separated fault kinds (default all): "+strings.Join(chaos.AllFaults, ","))
 	binary := flag.String("binary", "", "idserver binary to test (default: build ./cmd/idserver)")
 	dir := flag.String("dir", "", "work directory, kept (default: a temporary one, removed when nothing is found)")
+	strict := flag.Bool("lazyfs-strict", false, "power cuts: a name is durable only once its directory is fsynced (default: at any fsync, as ext4)")
 	porcupine := flag.Duration("porcupine-timeout", 2*time.Minute, "linearizability check budget per tag")
 	flag.Parse()
 	// The history grows by about 300 bytes an operation (a 10-minute run
@@ -37,7 +38,7 @@ func main() {
 		*seed = rand.Uint64() >> 1
 	}
 	cfg := chaos.Config{Seed: *seed, Duration: *duration, Nodes: *nodes, ClientsPerNode: *clients, Binary: *binary, Dir: *dir,
-		PorcupineTimeout: *porcupine,
+		PorcupineTimeout: *porcupine, StrictDirs: *strict,
 		Logf: func(format string, args ...any) {
 			fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
 		}}

@@ -1,0 +1,171 @@
+package cluster
+
+// What a starting node checks of its data directory before Raft runs on it
+// (SPEC section 1.5): the Raft log and the Pebble state must be the two
+// halves of one node's state, or the start is refused with the file named
+// and the remedy. Nothing is deleted or rebuilt here: a directory whose
+// Raft state is empty holds nothing to lose, any other one must agree with
+// Pebble.
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	bolt "go.etcd.io/bbolt"
+
+	"idserver/persist"
+)
+
+// remedyLost is what an operator does with a node whose state is not whole.
+func remedyLost(node string) string {
+	return fmt.Sprintf("restore the node from a backup (idserver restore BACKUP --dir NEWDIR), or, while the cluster keeps a quorum, "+
+		"CLUSTER FORGET %s on a live member and start this node on an empty --dir with --join (nothing was changed or deleted)", node)
+}
+
+// pebbleMember says what the Pebble state holds of a membership: a worker
+// ID, or a state machine that applied log entries. "" when it holds none
+// (a directory whose bootstrap or admission was cut short, or a new one).
+func pebbleMember(store *persist.Store, f *fsm) (string, error) {
+	worker, _, hasWorker, err := store.Worker()
+	if err != nil {
+		return "", err
+	}
+	applied := f.applied()
+	switch {
+	case hasWorker:
+		return fmt.Sprintf("worker ID %d, state machine at Raft index %d", worker, applied), nil
+	case applied > 0:
+		return fmt.Sprintf("a state machine at Raft index %d", applied), nil
+	}
+	return "", nil
+}
+
+// checkRaftFile runs before raft.db is opened (which would create it): a
+// damaged file is refused, and so is a missing one under a Pebble state
+// that says the node was a member.
+func checkRaftFile(cfg Config, f *fsm) error {
+	path := filepath.Join(cfg.Dir, "raft", "raft.db")
+	if err := checkBoltFile(path); err != nil {
+		return fmt.Errorf("%w: %s is damaged (%v): this node's Raft log and vote cannot be read; %s",
+			persist.ErrDamaged, path, err, remedyLost(cfg.NodeID))
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	member, err := pebbleMember(cfg.Store, f)
+	if err != nil || member == "" {
+		return err
+	}
+	return fmt.Errorf("%w: %s is missing, but %s says node %s was a member (%s): its Raft log and vote are lost; %s",
+		persist.ErrDamaged, path, filepath.Join(cfg.Dir, "pebble"), cfg.NodeID, member, remedyLost(cfg.NodeID))
+}
+
+// checkRaftState compares the Raft state with the Pebble state and
+// reports whether the Raft state is not empty (a restart). It reads raft.db
+// read-only: a refused start leaves it as it was.
+func checkRaftState(cfg Config, f *fsm, clusterID string, snaps raft.SnapshotStore) (bool, error) {
+	path := filepath.Join(cfg.Dir, "raft", "raft.db")
+	var logs interface {
+		raft.LogStore
+		raft.StableStore
+	} = raft.NewInmemStore() // no file, or an empty one bbolt never wrote: no Raft state
+	if st, err := os.Stat(path); err == nil && st.Size() > 0 {
+		store, err := raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: &bolt.Options{ReadOnly: true, Timeout: time.Second}})
+		if err != nil {
+			return false, fmt.Errorf("%w: %s: %v; %s", persist.ErrDamaged, path, err, remedyLost(cfg.NodeID))
+		}
+		defer store.Close()
+		logs = store
+	}
+	stable := logs
+	pdir := filepath.Join(cfg.Dir, "pebble")
+	existing, err := raft.HasExistingState(logs, stable, snaps)
+	if err != nil {
+		return false, fmt.Errorf("%w: %s: %v; %s", persist.ErrDamaged, path, err, remedyLost(cfg.NodeID))
+	}
+	member, err := pebbleMember(cfg.Store, f)
+	if err != nil {
+		return false, err
+	}
+	last, err := logs.LastIndex()
+	if err != nil {
+		return false, fmt.Errorf("%w: %s: %v; %s", persist.ErrDamaged, path, err, remedyLost(cfg.NodeID))
+	}
+	first, err := logs.FirstIndex()
+	if err != nil {
+		return false, fmt.Errorf("%w: %s: %v; %s", persist.ErrDamaged, path, err, remedyLost(cfg.NodeID))
+	}
+	// Raft reads every entry at start, and panics on one it cannot decode,
+	// of a type it does not know, or a configuration it cannot read.
+	for i := first; i <= last && i > 0; i++ {
+		if err := checkLogEntry(logs, i); err != nil {
+			return false, fmt.Errorf("%w: %s: Raft log entry %d of %d..%d cannot be read (%v); %s",
+				persist.ErrDamaged, path, i, first, last, err, remedyLost(cfg.NodeID))
+		}
+	}
+	term, _ := stable.GetUint64([]byte("CurrentTerm"))
+	if list, err := snaps.List(); err == nil && len(list) > 0 {
+		last = max(last, list[0].Index)
+	}
+	_, layout := f.identity()
+	cfg.Logger.Debug("data directory at start", "raft_state", existing, "raft_last_index", last, "raft_term", term,
+		"cluster_id", clusterID, "pebble_applied", f.applied(), "pebble_member", member)
+	switch {
+	case existing && clusterID == "":
+		return false, fmt.Errorf("%w: %s holds Raft state (log up to index %d, term %d) but %s holds no cluster identity: "+
+			"the Pebble state was lost or replaced (pebble/ deleted, its write-ahead log removed, or made by an older idserver); %s",
+			persist.ErrDamaged, path, last, term, pdir, remedyLost(cfg.NodeID))
+	case !existing && member != "":
+		return false, fmt.Errorf("%w: %s holds no Raft state, but %s says node %s was a member of cluster %s (%s): its Raft log and vote are lost; %s",
+			persist.ErrDamaged, path, pdir, cfg.NodeID, clusterID, member, remedyLost(cfg.NodeID))
+	case existing && f.applied() > last:
+		return false, fmt.Errorf("%w: %s applied Raft index %d, but %s ends at index %d: the Raft log is older than the state machine "+
+			"(one of them restored from another copy, or the log truncated); %s",
+			persist.ErrDamaged, pdir, f.applied(), path, last, remedyLost(cfg.NodeID))
+	case layout != "" && layout != cfg.Layout.String():
+		return false, fmt.Errorf("%w: %s holds a cluster of layout [%s], this start asks for [%s]: start with the cluster's layout flags",
+			persist.ErrLayoutMismatch, pdir, layout, cfg.Layout.String())
+	}
+	return existing, nil
+}
+
+// checkLogEntry reads entry i as Raft will.
+func checkLogEntry(logs raft.LogStore, i uint64) (err error) {
+	var l raft.Log
+	if err := logs.GetLog(i, &l); err != nil {
+		return err
+	}
+	switch {
+	case l.Index != i:
+		return fmt.Errorf("it says it is entry %d", l.Index)
+	case l.Type > raft.LogConfiguration:
+		return fmt.Errorf("unknown entry type %d", l.Type)
+	case l.Type == raft.LogConfiguration:
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("configuration: %v", p)
+			}
+		}()
+		raft.DecodeConfiguration(l.Data)
+	}
+	return nil
+}
+
+// applyAnswer is resp as the type its log entry's Apply answers. The state
+// machine answers nil for an entry at or below the index it has applied
+// (a replay); a proposal answered so means the state machine is ahead of
+// the log it is applying, which checkRaftState refuses at start: an error
+// here, never a panic.
+func applyAnswer[T any](resp any, entry string) (T, error) {
+	v, ok := resp.(T)
+	if !ok {
+		return v, fmt.Errorf("%w: the state machine did not apply the %s entry (it answered %T): its state is ahead of the Raft log",
+			ErrNoLeader, entry, resp)
+	}
+	return v, nil
+}

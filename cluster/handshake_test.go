@@ -1,0 +1,388 @@
+package cluster
+
+// The Raft port's handshake: each side proves it knows the cluster secret
+// before a byte of a Raft RPC or request is read (rpc.go).
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"idserver/engine"
+)
+
+// syncBuffer is a log the test reads while the node writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// waitLog polls until the log holds every one of want.
+func waitLog(t *testing.T, log *syncBuffer, want ...string) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		text, missing := log.String(), ""
+		for _, w := range want {
+			if !strings.Contains(text, w) {
+				missing = w
+			}
+		}
+		if missing == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the log never said %q:\n%s", missing, text)
+		}
+	}
+}
+
+// recordingNet is TCP whose dialed connections keep what they wrote.
+type recordingNet struct {
+	mu      sync.Mutex
+	written bytes.Buffer
+}
+
+type recordingConn struct {
+	net.Conn
+	n *recordingNet
+}
+
+func (c recordingConn) Write(p []byte) (int, error) {
+	c.n.mu.Lock()
+	c.n.written.Write(p)
+	c.n.mu.Unlock()
+	return c.Conn.Write(p)
+}
+
+func (n *recordingNet) Accept() (net.Conn, error) { return nil, net.ErrClosed }
+func (n *recordingNet) Close() error              { return nil }
+func (n *recordingNet) Addr() net.Addr            { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
+func (n *recordingNet) Dial(addr string, timeout time.Duration) (net.Conn, error) {
+	c, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return recordingConn{c, n}, nil
+}
+
+// acceptorMux serves a mux on loopback keyed by secret, in cluster "c1";
+// node-to-node streams it takes answer "ok" and close.
+func acceptorMux(t *testing.T, secret string) (*mux, *syncBuffer, chan string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &syncBuffer{}
+	refusedCluster := make(chan string, 10)
+	m := &mux{net: tcpNetwork{Listener: ln}, addr: ln.Addr(), secret: []byte(secret),
+		log: slog.New(slog.NewTextHandler(log, nil)), clusterID: func() string { return "c1" },
+		serveRPC:  func(c net.Conn) { c.Write([]byte("ok")) },
+		refused:   func(from, theirs string) { refusedCluster <- theirs },
+		raftConns: make(chan net.Conn, 10), closed: make(chan struct{}), conns: map[net.Conn]struct{}{}}
+	go m.run()
+	t.Cleanup(func() { m.Close() })
+	return m, log, refusedCluster
+}
+
+func dialerMux(network Network, secret, cluster string) *mux {
+	return &mux{net: network, secret: []byte(secret), clusterID: func() string { return cluster }}
+}
+
+// TestHandshake: a dialer with the secret reaches both kinds of stream; a
+// wrong secret, a replayed proof, today's header without the handshake, a
+// listener that cannot prove back, and a silent dialer are each refused,
+// and the acceptor logs who and why.
+func TestHandshake(t *testing.T) {
+	m, log, refusedCluster := acceptorMux(t, "pw")
+	addr := m.addr.String()
+
+	// The secret: a node-to-node stream is served, a Raft stream queued.
+	conn, err := dialerMux(tcpNetwork{}, "pw", "c1").dial(addr, streamRPC, 2*time.Second)
+	if err != nil {
+		t.Fatalf("dial with the secret: %v", err)
+	}
+	if b, _ := io.ReadAll(conn); string(b) != "ok" {
+		t.Fatalf("the node-to-node stream was not served: %q", b)
+	}
+	conn.Close()
+	if conn, err = dialerMux(tcpNetwork{}, "pw", "c1").dial(addr, streamRaft, 2*time.Second); err != nil {
+		t.Fatalf("Raft stream with the secret: %v", err)
+	}
+	conn.Close()
+	select {
+	case c := <-m.raftConns:
+		c.Close()
+	case <-time.After(5 * time.Second):
+		t.Fatal("the proved Raft stream never reached Raft")
+	}
+	// The secret but another cluster: a Raft stream is refused after the
+	// handshake, as before it existed.
+	if conn, err = dialerMux(tcpNetwork{}, "pw", "c2").dial(addr, streamRaft, 2*time.Second); err != nil {
+		t.Fatalf("handshake from cluster c2: %v", err)
+	}
+	conn.Close()
+	if theirs := <-refusedCluster; theirs != "c2" {
+		t.Fatalf("refused a Raft stream of cluster %q, want c2", theirs)
+	}
+
+	// A wrong secret, and none: the dialer is told, nothing is served.
+	for _, guess := range []string{"guess", ""} {
+		conn, err := dialerMux(tcpNetwork{}, guess, "c1").dial(addr, streamRPC, 2*time.Second)
+		if !errors.Is(err, ErrAuth) {
+			t.Fatalf("dial with secret %q: %v, want ErrAuth", guess, err)
+		}
+		if conn != nil {
+			t.Fatal("a refused dial returned a connection")
+		}
+	}
+	waitLog(t, log, "refused a connection to the Raft port", "reason=\"wrong proof: the dialer does not know the cluster secret\"", "from=127.0.0.1:")
+
+	// A replayed handshake: what a dialer with the secret sent, sent again,
+	// is refused (the acceptor's nonce is new).
+	rec := &recordingNet{}
+	conn, err = dialerMux(rec, "pw", "c1").dial(addr, streamRPC, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	replay, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replay.Write(rec.written.Bytes())
+	replay.SetReadDeadline(time.Now().Add(5 * time.Second))
+	got, _ := io.ReadAll(replay)
+	replay.Close()
+	if len(got) != nonceSize {
+		t.Fatalf("a replayed handshake got %d bytes back (want only the acceptor's %d-byte nonce): %q", len(got), nonceSize, got)
+	}
+
+	// Today's header (kind, cluster ID) without the handshake: refused at
+	// its first byte, before the cluster ID is read.
+	old, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.Write(append([]byte{streamRaft, 2}, "c1"...))
+	old.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if b, _ := io.ReadAll(old); len(b) != 0 {
+		t.Fatalf("today's header got an answer: %q", b)
+	}
+	old.Close()
+	waitLog(t, log, `reason="opened with 'R', not the handshake`)
+	select {
+	case c := <-m.raftConns:
+		t.Fatalf("a stream that did not prove the secret reached Raft (from %s)", c.RemoteAddr())
+	default:
+	}
+
+	// A listener that plays the handshake without the secret: the dialer
+	// refuses its proof, and sends nothing more.
+	fake, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fake.Close()
+	afterProof := make(chan int, 1)
+	go func() {
+		c, err := fake.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		hello := make([]byte, 3+2+nonceSize)
+		io.ReadFull(c, hello)
+		c.Write(make([]byte, nonceSize))
+		io.ReadFull(c, make([]byte, 32))
+		c.Write(bytes.Repeat([]byte{7}, 32))
+		c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		rest, _ := io.ReadAll(c)
+		afterProof <- len(rest)
+	}()
+	if _, err := dialerMux(tcpNetwork{}, "pw", "c1").dial(fake.Addr().String(), streamRaft, 2*time.Second); !errors.Is(err, ErrAuth) || !strings.Contains(err.Error(), "proof is wrong") {
+		t.Fatalf("dial to a listener without the secret: %v, want its proof refused", err)
+	}
+	if n := <-afterProof; n != 0 {
+		t.Fatalf("the dialer sent %d bytes to a listener whose proof was wrong", n)
+	}
+
+	// A dialer that sends nothing is closed when the handshake's time is up.
+	silent, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	start := time.Now()
+	silent.SetReadDeadline(time.Now().Add(3 * handshakeTimeout))
+	if _, err := silent.Read(make([]byte, 1)); err != io.EOF || time.Since(start) > 2*handshakeTimeout {
+		t.Fatalf("a silent dialer: %v after %v, want EOF after about %v", err, time.Since(start), handshakeTimeout)
+	}
+	waitLog(t, log, `reason="no hello: read tcp`)
+}
+
+// TestForgedRaftRPCsNeedTheSecret: a real one-node cluster keyed by a
+// secret. Raft's own transport, over a mux that names the cluster's ID but
+// holds a wrong secret, cannot deliver AppendEntries with a huge term or
+// InstallSnapshot with an empty state: the term and the tags are as they
+// were. The same forgery with the secret is taken (the term jumps): the
+// secret, not the cluster ID, is what keeps it out.
+func TestForgedRaftRPCsNeedTheSecret(t *testing.T) {
+	log := &syncBuffer{}
+	store := openStore(t)
+	c, err := Open(Config{NodeID: "n1", Dir: t.TempDir(), RaftBind: "127.0.0.1:0", Secret: "pw",
+		Layout: engine.DefaultLayout(), Store: store, Logger: slog.New(slog.NewTextHandler(log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := c.WaitForLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.allocLocal(ctx, []allocItem{{Tag: "orders", N: 10, Node: "n1"}}); err != nil {
+		t.Fatal(err)
+	}
+	term := c.raft.Stats()["term"]
+
+	forge := func(secret string) (*raft.AppendEntriesResponse, error, error) {
+		attacker := dialerMux(&recordingNet{}, secret, c.ClusterID())
+		attacker.closed = make(chan struct{})
+		attacker.addr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}
+		trans := raft.NewNetworkTransport(raftStream{attacker}, 1, 2*time.Second, io.Discard)
+		defer trans.Close()
+		target := raft.ServerAddress(c.RaftAddr())
+		var ae raft.AppendEntriesResponse
+		aeErr := trans.AppendEntries("n1", target, &raft.AppendEntriesRequest{
+			RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("attacker"), Addr: []byte("127.0.0.1:1")},
+			Term:      5000, Leader: []byte("127.0.0.1:1"), LeaderCommitIndex: 1 << 20,
+		}, &ae)
+		var is raft.InstallSnapshotResponse
+		state := []byte("{}")
+		isErr := trans.InstallSnapshot("n1", target, &raft.InstallSnapshotRequest{
+			RPCHeader:       raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("attacker"), Addr: []byte("127.0.0.1:1")},
+			SnapshotVersion: 1, Term: 5001, Leader: []byte("127.0.0.1:1"), LastLogIndex: 1 << 20, LastLogTerm: 5001,
+			Configuration: raft.EncodeConfiguration(raft.Configuration{Servers: []raft.Server{{ID: "n1", Address: target}}}), ConfigurationIndex: 1 << 20,
+			Size: int64(len(state)),
+		}, &is, bytes.NewReader(state))
+		return &ae, aeErr, isErr
+	}
+
+	_, aeErr, isErr := forge("guess")
+	if aeErr == nil || isErr == nil {
+		t.Fatalf("forged RPCs with a wrong secret were delivered: AppendEntries %v, InstallSnapshot %v", aeErr, isErr)
+	}
+	if !errors.Is(aeErr, ErrAuth) {
+		t.Fatalf("forged AppendEntries: %v, want ErrAuth", aeErr)
+	}
+	if now := c.raft.Stats()["term"]; now != term {
+		t.Fatalf("term %s after forged RPCs, was %s", now, term)
+	}
+	if v, ok := c.fsm.tag("orders"); !ok || v != 10 || c.fsm.size() != 1 {
+		t.Fatalf("state after forged RPCs: orders %d %v, %d tags", v, ok, c.fsm.size())
+	}
+	waitLog(t, log, "refused a connection to the Raft port", "wrong proof")
+
+	// The control: the same forgery with the secret is taken.
+	ae, aeErr, _ := forge("pw")
+	if aeErr != nil || ae.Term != 5000 {
+		t.Fatalf("the forgery with the secret: %v, term %d: the test's forger does not work", aeErr, ae.Term)
+	}
+	if now, _ := strconv.Atoi(c.raft.Stats()["term"]); now < 5000 {
+		t.Fatalf("term %d after AppendEntries with the secret at term 5000", now)
+	}
+}
+
+// TestRefusalLogIsBounded: of 250 refused connections in a burst, the
+// first ten are logged, then the 100th and the 200th, each with the count;
+// a minute after the last line, the next one is logged again.
+func TestRefusalLogIsBounded(t *testing.T) {
+	log := &syncBuffer{}
+	m := &mux{log: slog.New(slog.NewTextHandler(log, nil)), closed: make(chan struct{})}
+	for i := 0; i < 250; i++ {
+		m.logUnproved("127.0.0.1:9", errors.New("wrong proof"))
+	}
+	m.lastLog.Add(-int64(time.Minute))
+	m.logUnproved("127.0.0.1:9", errors.New("wrong proof"))
+	m.logUnproved("127.0.0.1:9", errors.New("wrong proof"))
+	var counts []string
+	for _, line := range strings.Split(strings.TrimSpace(log.String()), "\n") {
+		counts = append(counts, line[strings.LastIndex(line, "=")+1:])
+	}
+	if got := strings.Join(counts, ","); got != "1,2,3,4,5,6,7,8,9,10,100,200,251" {
+		t.Fatalf("logged refusals %s, want the first ten, the 100th, the 200th and the 251st (a minute later)", got)
+	}
+}
+
+// TestHandshakesUnderWayAreBounded: with maxHandshakes connections silent
+// in their handshake, one more is closed at once, with the reason logged;
+// once they are gone, a node with the secret gets in again.
+func TestHandshakesUnderWayAreBounded(t *testing.T) {
+	m, log, _ := acceptorMux(t, "pw")
+	addr := m.addr.String()
+	var silent []net.Conn
+	defer func() {
+		for _, c := range silent {
+			c.Close()
+		}
+	}()
+	for range maxHandshakes {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		silent = append(silent, c)
+	}
+	for deadline := time.Now().Add(5 * time.Second); m.opening.Load() < maxHandshakes; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d handshakes under way, want %d", m.opening.Load(), maxHandshakes)
+		}
+	}
+	extra, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer extra.Close()
+	extra.SetReadDeadline(time.Now().Add(handshakeTimeout / 2))
+	if _, err := extra.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("a connection past %d handshakes under way: %v, want closed at once", maxHandshakes, err)
+	}
+	waitLog(t, log, `reason="64 handshakes already under way"`)
+	for _, c := range silent {
+		c.Close()
+	}
+	silent = nil
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		conn, err := dialerMux(tcpNetwork{}, "pw", "c1").dial(addr, streamRPC, 2*time.Second)
+		if err == nil {
+			conn.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no way in once the silent connections were gone: %v", err)
+		}
+	}
+}

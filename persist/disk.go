@@ -1,0 +1,152 @@
+package persist
+
+// What Open checks of the Pebble files before it opens them, and the record
+// of a --recover. Pebble opens a directory whose write-ahead log was
+// removed as if nothing happened, with the state of its last flush: the
+// synced writes since (the snowflake high-water, the worker ID, the
+// cluster identity) silently gone. So Open looks for the log first.
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/record"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// ErrDamaged: the data directory is not whole (files missing or damaged).
+var ErrDamaged = errors.New("data directory is damaged")
+
+// Version edit tags of Pebble's MANIFEST (internal/manifest/version_edit.go
+// in pebble v2.1.7): the log number comes before any other field but the
+// comparator, so those are all that need decoding.
+const (
+	manifestComparator = 1
+	manifestLogNumber  = 2
+)
+
+// checkPebbleFiles refuses a Pebble directory that cannot be whole: one
+// missing while the data directory holds Raft state (cluster's raft/), and one
+// whose MANIFEST names a write-ahead log that is not there.
+func checkPebbleFiles(dir string) error {
+	pdir := filepath.Join(dir, "pebble")
+	remedy := "restore the node from a backup (idserver restore BACKUP --dir NEWDIR), or, while its cluster keeps a quorum, " +
+		"CLUSTER FORGET this node on a live member and start it on an empty --dir with --join (nothing was changed or deleted)"
+	desc, err := pebble.Peek(pdir, vfs.Default)
+	if errors.Is(err, os.ErrNotExist) || err == nil && !desc.Exists {
+		if _, err := os.Stat(filepath.Join(dir, "raft")); err == nil {
+			return fmt.Errorf("%w: %s holds Raft state but %s holds no Pebble database (deleted?): the node's state is lost; %s",
+				ErrDamaged, filepath.Join(dir, "raft"), pdir, remedy)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v; %s", ErrDamaged, pdir, err, remedy)
+	}
+	need, err := unflushedLog(desc.ManifestFilename)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v; %s", ErrDamaged, desc.ManifestFilename, err, remedy)
+	}
+	entries, err := os.ReadDir(pdir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if num, ok := strings.CutSuffix(e.Name(), ".log"); ok {
+			if n, err := strconv.ParseUint(num, 10, 64); err == nil && n >= need {
+				return nil
+			}
+		}
+	}
+	holds := fmt.Sprintf("names write-ahead log %06d.log (or a later one) as holding the writes since its last flush", need)
+	if need == 0 {
+		holds = "records no flush yet, so its write-ahead log holds every write"
+	}
+	return fmt.Errorf("%w: %s %s, and no such .log file is in %s (removed?): the synced writes it held are lost; %s",
+		ErrDamaged, desc.ManifestFilename, holds, pdir, remedy)
+}
+
+// unflushedLog reads a MANIFEST and returns the number of the oldest
+// write-ahead log that holds writes not yet flushed (the last log number
+// it records; 0 when it records none yet).
+func unflushedLog(manifest string) (uint64, error) {
+	f, err := os.Open(manifest)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	rr := record.NewReader(f, 0)
+	var need uint64
+	for {
+		r, err := rr.Next()
+		if err == io.EOF || errors.Is(err, record.ErrInvalidChunk) || errors.Is(err, record.ErrZeroedChunk) {
+			break // a torn tail: Pebble ignores it the same way
+		}
+		if err != nil {
+			return 0, err
+		}
+		edit, err := io.ReadAll(r)
+		if err != nil {
+			break
+		}
+		for len(edit) > 0 {
+			tag, n := binary.Uvarint(edit)
+			if n <= 0 {
+				break
+			}
+			edit = edit[n:]
+			if tag == manifestComparator {
+				size, n := binary.Uvarint(edit)
+				if n <= 0 || uint64(len(edit)-n) < size {
+					break
+				}
+				edit = edit[n+int(size):]
+				continue
+			}
+			if tag == manifestLogNumber {
+				if v, n := binary.Uvarint(edit); n > 0 {
+					need = v
+				}
+			}
+			break
+		}
+	}
+	return need, nil // 0 before the first flush: every log counts, and Pebble always has one
+}
+
+// Recovery is the record of a --recover: the cluster this node restarted
+// alone, the new identity it took, and when (ID time, ms).
+type Recovery struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+	AtMS int64  `json:"at_ms"`
+}
+
+const keyRecovery = "node/recovery"
+
+// SetRecoverySync records, durably, a completed --recover.
+func (s *Store) SetRecoverySync(r Recovery) error {
+	v, _ := json.Marshal(r)
+	return s.SetSync(keyRecovery, v)
+}
+
+// LastRecovery returns the last --recover this node completed, if any.
+func (s *Store) LastRecovery() (Recovery, bool, error) {
+	var r Recovery
+	v, ok, err := s.Get(keyRecovery)
+	if err != nil || !ok {
+		return r, false, err
+	}
+	if err := json.Unmarshal(v, &r); err != nil {
+		return r, false, fmt.Errorf("%w: %s: %v", ErrCorrupt, keyRecovery, err)
+	}
+	return r, true, nil
+}

@@ -21,13 +21,21 @@ type IDRun struct{ First, Last int64 }
 // As with NextIDs, on an error midway the IDs already taken are dropped:
 // a gap, never a repeat.
 func (g *Generator) NextIDRuns(dst []IDRun, n int) ([]IDRun, error) {
-	start := len(dst)
+	start, want := len(dst), n
 	var first [1]int64
+	var under uint64 // the worker switch the reply's IDs are issued under
 	for n > 0 {
 		ids, switches, err := g.issueGen(first[:0], 1, -1)
 		if err != nil {
 			return dst[:start], err
 		}
+		if len(dst) > start && switches != under {
+			// A fresh worker ID since the reply began: start over on it
+			// (the IDs taken so far are dropped, a gap), so that the
+			// reply's IDs still increase.
+			dst, n = dst[:start], want
+		}
+		under = switches
 		n--
 		dst = appendID(dst, start, IDRun{ids[0], ids[0]})
 		if n == 0 {

@@ -596,6 +596,6 @@ func (g *Generator) Status() Status {
 		BorrowMS:      max(0, last-wall),
 		WindowAheadMS: hw - wall,
 		LeaseEndMS:    g.leaseEnd.Load(),
-		ClockBehindMS: max(0, g.cur-max(wall, g.bootFloor)),
+		ClockBehindMS: max(0, g.cur-max(g.wallMS(), g.bootFloor)), // read under the lock: cur may be a later reading than wall
 	}
 }

@@ -574,10 +574,11 @@ type Status struct {
 	BorrowMS      int64 // how far issued IDs run ahead of the wall clock (0 if not)
 	WindowAheadMS int64 // high-water minus wall clock
 	LeaseEndMS    int64 // end of the worker lease, ms since the epoch (0: none yet)
-	// ClockBehindMS is how far the wall clock is behind the logical clock,
-	// less what the start explains (a window's reserve, a reused worker's
-	// previous lease): how far the clock went back. Past the borrow the
-	// node answers CLOCKBACK, or takes a fresh worker ID (SwitchWorker).
+	// ClockBehindMS is how far the next ID's time is ahead of the wall
+	// clock once the clock went back (0 when it did not), less what the
+	// start explains (a window's reserve, a reused worker's previous
+	// lease). Past the borrow the node answers CLOCKBACK, or takes a fresh
+	// worker ID (SwitchWorker).
 	ClockBehindMS int64
 }
 
@@ -588,6 +589,13 @@ func (g *Generator) Status() Status {
 	defer g.mu.Unlock()
 	last := g.maxIssued >> g.seqBits
 	hw := g.reserved.Load()
+	// How far the clock went back: once the logical clock is ahead of the
+	// clock and the boot floor (read under the lock: cur may be a later
+	// reading than wall), the next ID's time past them.
+	behind := int64(0)
+	if ref := max(g.wallMS(), g.bootFloor); g.cur > ref {
+		behind = max(g.cur, last+1) - ref
+	}
 	return Status{
 		Worker:        g.worker >> g.seqBits,
 		LogicalMS:     g.cur,
@@ -596,6 +604,6 @@ func (g *Generator) Status() Status {
 		BorrowMS:      max(0, last-wall),
 		WindowAheadMS: hw - wall,
 		LeaseEndMS:    g.leaseEnd.Load(),
-		ClockBehindMS: max(0, g.cur-max(g.wallMS(), g.bootFloor)), // read under the lock: cur may be a later reading than wall
+		ClockBehindMS: behind,
 	}
 }

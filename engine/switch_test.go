@@ -83,6 +83,30 @@ func TestSwitchWorkerAfterClockBack(t *testing.T) {
 	}
 }
 
+// A clock that goes back less than a second after the start is measured
+// from the start (the boot floor): the node borrows past it first, and once
+// that is used up and it answers CLOCKBACK, Status says the clock is behind
+// by more than the borrow, so the node takes a fresh worker ID then.
+func TestClockBehindRightAfterTheStart(t *testing.T) {
+	clock := newFakeClock()
+	g := newGen(t, clock, &memStore{}, nil)
+	clock.Step(700 * time.Millisecond)
+	if _, err := g.NextID(); err != nil {
+		t.Fatal(err)
+	}
+	clock.Step(-time.Hour)
+	for i := 0; ; i++ {
+		if _, err := g.NextIDs(nil, 4096); errors.Is(err, ErrClockBack) {
+			break
+		} else if err != nil || i > 1000 {
+			t.Fatalf("after %d batches: %v", i, err)
+		}
+	}
+	if st := g.Status(); st.ClockBehindMS <= 1000 {
+		t.Fatalf("answering CLOCKBACK with ClockBehindMS %d", st.ClockBehindMS)
+	}
+}
+
 // Switches while NEXTID, NEXTIDRUNS and GENEID run concurrently: every
 // reply increases, no ID repeats, and each reply is of one worker.
 func TestSwitchWorkerUnderLoad(t *testing.T) {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -77,6 +79,28 @@ func clientLevel(name string, buf idclient.Buffer) peers.Generator {
 	}}
 }
 
+// geneLevel is the full client's gene IDs (Gene) for buyers "0".."buyers-1"
+// in turn: one buyer is one gene, which gets 2^(seq-bits - gene-bits) IDs
+// per ms on a node (16 by default, 256 wide), so the server's per-gene
+// capacity shows; 256 buyers cover every gene of the 8 gene bits, so the
+// client's own cost per gene ID shows, beside its cost per snowflake ID.
+func geneLevel(name string, buyers int, buf idclient.Buffer) peers.Generator {
+	return peers.Generator{Name: name, Make: func(b *testing.B, wide bool) func() (int64, error) {
+		c, err := idclient.New(idclient.Options{Addrs: []string{serverAddr(wide)}, Buffer: buf})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { c.Close() })
+		ctx := context.Background()
+		names := make([]string, buyers)
+		for i := range names {
+			names[i] = strconv.Itoa(i)
+		}
+		var turn atomic.Uint64
+		return func() (int64, error) { return c.Gene(ctx, names[turn.Add(1)%uint64(buyers)]) }
+	}}
+}
+
 var generators = []peers.Generator{
 	{Name: "raw-NEXTID", Make: func(b *testing.B, wide bool) func() (int64, error) {
 		rdb := redis.NewClient(&redis.Options{Addr: serverAddr(wide)})
@@ -93,6 +117,10 @@ var generators = []peers.Generator{
 	// The full client on NEXTID n (an array of IDs) instead of NEXTIDRUNS n.
 	clientLevel("client-full-NEXTID-lists", idclient.Buffer{NoRuns: true}),
 	clientLevel("client-strict", idclient.Buffer{Strict: true}),
+	// Gene IDs through the full client: GENEIDRUNS runs, and GENEID lists.
+	geneLevel("client-gene-runs-1-buyer", 1, idclient.Buffer{}),
+	geneLevel("client-gene-runs-256-buyers", 256, idclient.Buffer{}),
+	geneLevel("client-gene-GENEID-lists-256-buyers", 256, idclient.Buffer{NoRuns: true}),
 	peers.Snowflake,
 	peers.Sonyflake,
 }

@@ -17,7 +17,9 @@ import (
 // every write they did not sync is dropped at the same instant, then they
 // restart on the same directories. Every value acknowledged before and
 // after is checked (no repeat, per-node order, floors, linearizability).
-// One node alone, and three nodes losing power all at once.
+// One node alone, in Strict mode (a name is durable only once its directory
+// is fsynced: cluster.Open must sync raft/ and the data directory), and three
+// nodes losing power all at once.
 // CHAOS_BINARY tests another build (the teeth: see DESIGN.md).
 func TestPowerCut(t *testing.T) {
 	if testing.Short() {
@@ -37,10 +39,11 @@ func TestPowerCut(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct {
-		name  string
-		nodes int
-		fault string
-	}{{"one-node", 1, FPowerCut}, {"three-nodes-at-once", 3, FPowerCutAll}} {
+		name   string
+		nodes  int
+		fault  string
+		strict bool // a name is durable only once its directory is fsynced
+	}{{"one-node-strict", 1, FPowerCut, true}, {"three-nodes-at-once", 3, FPowerCutAll, false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir, err := os.MkdirTemp("", "idserver-chaos-")
 			if err != nil {
@@ -52,7 +55,7 @@ func TestPowerCut(t *testing.T) {
 				}
 			})
 			res, err := Run(context.Background(), Config{Seed: 7, Duration: 20 * time.Second, Nodes: tc.nodes, Binary: bin, Dir: dir,
-				Faults: []string{tc.fault}, Logf: t.Logf, PorcupineTimeout: 10 * time.Second})
+				Faults: []string{tc.fault}, StrictDirs: tc.strict, Logf: t.Logf, PorcupineTimeout: 10 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}

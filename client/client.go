@@ -84,9 +84,10 @@ type Buffer struct {
 	// clock read; values move as runs, so a larger take costs no more);
 	// negative: no per-P cache.
 	Local int
-	// NoRuns asks NEXTID n, an array of n IDs, instead of NEXTIDRUNS n,
-	// which answers the same IDs as a few runs [first, last]: the client
-	// then parses an integer per ID (the benchmarks compare the two).
+	// NoRuns asks NEXTID n (GENEID g n), an array of n IDs, instead of
+	// NEXTIDRUNS n (GENEIDRUNS g n), which answers the same IDs as a few
+	// runs [first, last]: the client then parses an integer per ID (the
+	// benchmarks compare the two).
 	NoRuns bool
 	// Strict hands values out in the order they are taken from the process
 	// buffer, strictly increasing: no per-P cache, and a value at or below
@@ -125,8 +126,10 @@ type Client struct {
 	nodes []*redis.Client
 	cur   atomic.Int64 // the node requests go to first
 	// noRuns: a node answered NEXTIDRUNS with an unknown command (a
-	// server from before it); NEXTID n from then on.
-	noRuns atomic.Bool
+	// server from before it); NEXTID n from then on. noGeneRuns: the
+	// same for GENEIDRUNS.
+	noRuns     atomic.Bool
+	noGeneRuns atomic.Bool
 
 	ids *Sequence
 
@@ -139,11 +142,14 @@ type Client struct {
 
 	fetching sync.WaitGroup // requests in flight, waited for (briefly) by Close
 
-	mu       sync.Mutex
-	genes    map[uint32]*Sequence
-	counters map[string]*Sequence
-	layout   *engine.Layout // gene bits, learnt from INFO snowflake
-	closed   bool
+	mu    sync.Mutex
+	genes map[uint32]*Sequence
+	// geneTable finds a gene's Sequence without c.mu once the layout is
+	// known (gene bits <= maxGeneTableBits); genes stays the owner.
+	geneTable atomic.Pointer[geneTable]
+	counters  map[string]*Sequence
+	layout    *engine.Layout // gene bits, learnt from INFO snowflake
+	closed    bool
 
 	uuidMu  sync.Mutex
 	uuidBuf []string
@@ -226,7 +232,22 @@ func (c *Client) Gene(ctx context.Context, buyer string) (int64, error) {
 	return s.Next(ctx)
 }
 
+// geneTable is a gene-indexed table of the gene Sequences made so far.
+type geneTable struct {
+	layout *engine.Layout
+	seqs   []atomic.Pointer[Sequence]
+}
+
+// maxGeneTableBits bounds the table: 2^12 pointers; more gene bits use
+// the map under c.mu.
+const maxGeneTableBits = 12
+
 func (c *Client) geneSequence(ctx context.Context, buyer string) (*Sequence, error) {
+	if t := c.geneTable.Load(); t != nil {
+		if s := t.seqs[t.layout.GeneOfString(buyer)].Load(); s != nil {
+			return s, nil
+		}
+	}
 	c.mu.Lock()
 	layout := c.layout
 	c.mu.Unlock()
@@ -237,13 +258,18 @@ func (c *Client) geneSequence(ctx context.Context, buyer string) (*Sequence, err
 		}
 		layout = l
 	}
-	gene := layout.Gene([]byte(buyer))
+	gene := layout.GeneOfString(buyer)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return nil, ErrClosed
 	}
 	c.layout = layout
+	t := c.geneTable.Load()
+	if t == nil && layout.GeneBits <= maxGeneTableBits {
+		t = &geneTable{layout: layout, seqs: make([]atomic.Pointer[Sequence], 1<<layout.GeneBits)}
+		c.geneTable.Store(t)
+	}
 	s := c.genes[gene]
 	if s == nil {
 		// The decimal gene number is a buyer whose gene is itself.
@@ -251,14 +277,18 @@ func (c *Client) geneSequence(ctx context.Context, buyer string) (*Sequence, err
 		if buf.Batch <= 0 {
 			buf.Batch = geneBatch
 		}
-		s = newSequence(c, c.fetchIDs("GENEID", strconv.FormatUint(uint64(gene), 10)), buf, c.opt.MaxAge, engineMaxCount)
+		s = newSequence(c, c.fetchGeneIDs(strconv.FormatUint(uint64(gene), 10), int64(1)<<layout.GeneBits), buf, c.opt.MaxAge, geneBatchMax(layout))
 		s.orderRestarts = true
 		c.genes[gene] = s
+	}
+	if t != nil {
+		t.seqs[gene].Store(s)
 	}
 	return s, nil
 }
 
-// learnLayout reads the gene bits from INFO snowflake.
+// learnLayout reads the gene bits from INFO snowflake, and the sequence
+// bits and time unit when the server names them (geneBatchMax).
 func (c *Client) learnLayout(ctx context.Context) (*engine.Layout, error) {
 	var info string
 	err := c.do(ctx, func(ctx context.Context, rdb *redis.Client) error {
@@ -269,22 +299,56 @@ func (c *Client) learnLayout(ctx context.Context) (*engine.Layout, error) {
 	if err != nil {
 		return nil, err
 	}
+	var l *engine.Layout
+	unitMS := 0
 	for _, line := range strings.Split(info, "\n") {
-		_, layout, ok := strings.Cut(strings.TrimSpace(line), "layout:")
+		line = strings.TrimSpace(line)
+		if v, ok := strings.CutPrefix(line, "time_unit_ms:"); ok {
+			unitMS, _ = strconv.Atoi(v)
+		}
+		_, layout, ok := strings.Cut(line, "layout:")
 		if !ok {
 			continue
 		}
+		var seqBits int
 		for _, field := range strings.Split(layout, ",") {
+			if v, ok := strings.CutPrefix(field, "seq-bits="); ok {
+				seqBits, _ = strconv.Atoi(v)
+			}
 			if v, ok := strings.CutPrefix(field, "gene-bits="); ok {
 				bits, err := strconv.Atoi(v)
 				if err != nil || bits < 0 || bits > 62 {
 					return nil, fmt.Errorf("idclient: INFO snowflake: bad gene-bits %q", v)
 				}
-				return &engine.Layout{GeneBits: bits}, nil
+				l = &engine.Layout{GeneBits: bits}
 			}
 		}
+		if l != nil && seqBits >= l.GeneBits && seqBits <= 22 {
+			l.SeqBits = seqBits
+		}
 	}
-	return nil, errors.New("idclient: INFO snowflake has no layout with gene-bits")
+	if l == nil {
+		return nil, errors.New("idclient: INFO snowflake has no layout with gene-bits")
+	}
+	if unitMS > 0 && unitMS <= 1000 {
+		l.Unit = time.Duration(unitMS) * time.Millisecond
+	}
+	return l, nil
+}
+
+// geneBatchMax bounds a gene's batch to about 100 ms of the gene's IDs
+// (2^(seq-bits - gene-bits) per time unit): one gene gets only that many
+// IDs per unit on a node, and a batch far beyond it would have the server
+// borrow and then wait for the clock (GENEIDRUNS 10000 of one gene is 6 s
+// of ID time with --id-bits 53). A server that does not name its
+// sequence bits gets the command's limit.
+func geneBatchMax(l *engine.Layout) int {
+	if l.SeqBits == 0 {
+		return engineMaxCount
+	}
+	perUnit := 1 << (l.SeqBits - l.GeneBits)
+	units := max(1, int(100/l.UnitMS()))
+	return min(max(perUnit*units, geneBatch), engineMaxCount)
 }
 
 // Counter is the sequence of a tag's segment values (NEXTSEG), one per
@@ -437,22 +501,62 @@ func (c *Client) fetchNextIDs() fetchFunc {
 
 // parseRuns reads NEXTIDRUNS's reply: first1, last1, first2, last2, ...,
 // runs increasing.
-func parseRuns(reply []int64) ([]run, error) {
+func parseRuns(reply []int64) ([]run, error) { return parseStepRuns("NEXTIDRUNS", reply, 1) }
+
+// parseStepRuns reads a runs reply whose runs hold first, first+step, ...,
+// last (GENEIDRUNS: step 2^gene-bits).
+func parseStepRuns(cmd string, reply []int64, step int64) ([]run, error) {
 	if len(reply)%2 != 0 {
-		return nil, fmt.Errorf("idclient: NEXTIDRUNS answered %d integers, not pairs", len(reply))
+		return nil, fmt.Errorf("idclient: %s answered %d integers, not pairs", cmd, len(reply))
 	}
 	runs := make([]run, 0, len(reply)/2)
 	for i := 0; i < len(reply); i += 2 {
 		first, last := reply[i], reply[i+1]
-		if first > last || (len(runs) > 0 && first <= runs[len(runs)-1].last()) {
-			return nil, fmt.Errorf("idclient: NEXTIDRUNS answered run %d..%d after %v", first, last, runs)
+		if first > last || (last-first)%step != 0 || (len(runs) > 0 && first <= runs[len(runs)-1].last()) {
+			return nil, fmt.Errorf("idclient: %s answered run %d..%d (step %d) after %v", cmd, first, last, step, runs)
 		}
-		runs = append(runs, run{next: first, step: 1, count: last - first + 1})
+		runs = append(runs, run{next: first, step: step, count: (last-first)/step + 1})
 	}
 	if len(runs) == 0 {
-		return nil, errors.New("idclient: NEXTIDRUNS answered no IDs")
+		return nil, fmt.Errorf("idclient: %s answered no IDs", cmd)
 	}
 	return runs, nil
+}
+
+// fetchGeneIDs requests n IDs of gene as runs step apart (GENEIDRUNS gene
+// n), or as a list (GENEID gene n) with Buffer.NoRuns or once a node did
+// not know GENEIDRUNS.
+func (c *Client) fetchGeneIDs(gene string, step int64) fetchFunc {
+	list := c.fetchIDs("GENEID", gene)
+	if c.opt.Buffer.NoRuns {
+		return list
+	}
+	return func(ctx context.Context, n int) (chunk, error) {
+		if c.noGeneRuns.Load() {
+			return list(ctx, n)
+		}
+		born := time.Now()
+		var reply []int64
+		err := c.do(ctx, func(ctx context.Context, rdb *redis.Client) error {
+			r := redis.NewIntSliceCmd(ctx, "GENEIDRUNS", gene, n)
+			_ = rdb.Process(ctx, r)
+			var err error
+			reply, err = r.Result()
+			return err
+		})
+		if err != nil && strings.HasPrefix(err.Error(), "ERR unknown command") {
+			c.noGeneRuns.Store(true)
+			return list(ctx, n)
+		}
+		if err != nil {
+			return chunk{}, err
+		}
+		runs, err := parseStepRuns("GENEIDRUNS", reply, step)
+		if err != nil {
+			return chunk{}, err
+		}
+		return chunk{runs: runs, size: int(countOf(runs)), born: born}, nil
+	}
 }
 
 // fetchSegment requests n values of tag with NEXTSEG.

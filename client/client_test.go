@@ -619,3 +619,49 @@ func TestAuthAndTLS(t *testing.T) {
 }
 
 var _ = fmt.Sprint
+
+// TestClientOnA53BitLayout: against --id-bits 53 (10 ms units, 6 gene
+// bits), the client's snowflake IDs (runs) and gene IDs are below 2^53,
+// unique, and the gene IDs carry the server's GENEOF in their 6 low bits
+// (the client learns the gene bits from INFO).
+func TestClientOnA53BitLayout(t *testing.T) {
+	srv := startServer(t, "", "--id-bits", "53")
+	c := newClient(t, Options{Addrs: []string{srv.Addr}})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer rdb.Close()
+	ctx := context.Background()
+	var all []int64
+	for range 20000 {
+		id, err := c.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, id)
+	}
+	perBuyer := 500 // 1,600 a second per gene; the race detector's sync.Pool wastes many
+	if raceEnabled {
+		perBuyer = 100
+	}
+	for _, buyer := range []string{"12345", "buyer-42", "63", "64"} {
+		gene, err := rdb.Do(ctx, "GENEOF", buyer).Int64()
+		if err != nil || gene >= 64 {
+			t.Fatalf("GENEOF %s = %d, %v (6 gene bits)", buyer, gene, err)
+		}
+		for range perBuyer {
+			id, err := c.Gene(ctx, buyer)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if id%64 != gene {
+				t.Fatalf("Gene(%q) = %d, gene %d, want %d", buyer, id, id%64, gene)
+			}
+			all = append(all, id)
+		}
+	}
+	for _, id := range all {
+		if id <= 0 || id >= 1<<53 {
+			t.Fatalf("id %d is not below 2^53", id)
+		}
+	}
+	assertUnique(t, all)
+}

@@ -15,13 +15,15 @@
 // the same levels, each switched by Options.Buffer so that the benchmarks
 // in bench/ measure what it buys:
 //
-//  1. Batch: one request fetches many values (NEXTIDRUNS n, GENEID g n,
-//     NEXTSEG tag n). Snowflake IDs come as runs [first, last] of
+//  1. Batch: one request fetches many values (NEXTIDRUNS n, GENEIDRUNS g
+//     n, NEXTSEG tag n). Snowflake IDs come as runs [first, last] of
 //     consecutive IDs (a few per batch: within a millisecond a node's
-//     NEXTIDs are consecutive), and every buffer level below holds runs,
-//     so an ID costs neither a RESP integer to parse nor a slot in a
-//     slice; Buffer.NoRuns asks NEXTID n, an array of IDs, instead, and
-//     a node that does not know NEXTIDRUNS gets NEXTID n from then on.
+//     NEXTIDs are consecutive), gene IDs as runs of IDs 2^gene-bits apart
+//     (a gene's IDs within a time unit), and every buffer level below holds
+//     runs, so an ID costs neither a RESP integer to parse nor a slot in a
+//     slice; Buffer.NoRuns asks NEXTID n (GENEID g n), an array of IDs,
+//     instead, and a node that does not know NEXTIDRUNS (GENEIDRUNS) gets
+//     the list command from then on.
 //  2. Process buffer with a low-water mark: when the buffer falls below
 //     Buffer.Prefetch of a batch, the next batch is requested in the
 //     background, so callers almost never wait.

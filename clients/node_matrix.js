@@ -2,6 +2,8 @@
 //   node node_matrix.js HOST PORT [PASSWORD]
 // Prints one "PASS client proto" line per cell; exits 1 on the first failure.
 // The modules come from NODE_PATH (.ci/run npm-installs them into a temp folder).
+// With IDSERVER_ID_BITS=53 (a server started with --id-bits 53) it also checks
+// that both clients, with no option, read IDs as exact JavaScript numbers.
 'use strict';
 const assert = require('assert');
 const [host, port, password] = process.argv.slice(2);
@@ -74,10 +76,65 @@ async function nodeRedis(resp) {
   console.log(`PASS node-redis RESP${resp}`);
 }
 
+// exact checks, with a client's default replies (no stringNumbers, no type
+// mapping), that 53-bit IDs arrive as safe integers that are the IDs: DECODE
+// of the number gives back worker 0 and the buyer's gene (a rounded 63-bit
+// ID decodes to another worker and loses its low bits), and NEXTID's
+// numbers strictly increase.
+async function exact(name, call) {
+  const ids = [];
+  for (let i = 0; i < 50; i++) ids.push(await call(['NEXTID']));
+  ids.push(...await call(['NEXTID', '100']));
+  const gid = await call(['GENEID', '12345']);
+  for (const id of [...ids, gid]) {
+    assert.ok(typeof id === 'number' && Number.isSafeInteger(id) && id > 0, `${name}: ${typeof id} ${id} is not a safe integer`);
+  }
+  for (let i = 1; i < ids.length; i++) assert.ok(ids[i] > ids[i - 1], `${name}: NEXTID ${ids[i]} after ${ids[i - 1]}`);
+  let dec = await call(['DECODE', String(gid)]);
+  if (Array.isArray(dec)) {
+    const m = {};
+    for (let i = 0; i < dec.length; i += 2) m[dec[i]] = dec[i + 1];
+    dec = m;
+  } else if (dec instanceof Map) {
+    dec = Object.fromEntries(dec);
+  }
+  assert.strictEqual(Number(dec.worker), 0, `${name}: DECODE of the number ${gid}: ${JSON.stringify(dec)}`);
+  const geneBits = Number(process.env.IDSERVER_GENE_BITS || 6);
+  assert.strictEqual(Number(dec.gene), 12345 % 2 ** geneBits, `${name}: DECODE gene ${JSON.stringify(dec)}`);
+  assert.strictEqual(gid % 16, 12345 % 16, `${name}: GENEID ${gid} routes with its buyer`);
+  console.log(`PASS ${name} exact 53-bit numbers`);
+}
+
+async function exact53() {
+  const Redis = require('ioredis');
+  const io = new Redis({ host, port: Number(port), password: password || undefined, lazyConnect: true, maxRetriesPerRequest: 1 });
+  await io.connect();
+  try {
+    await exact('ioredis', (args) => io.call(...args));
+  } finally {
+    io.disconnect();
+  }
+  const { createClient } = require('redis');
+  for (const resp of [2, 3]) {
+    const opts = { socket: { host, port: Number(port), reconnectStrategy: false } };
+    if (password) opts.password = password;
+    if (resp === 3) opts.RESP = 3;
+    const c = createClient(opts);
+    c.on('error', () => {});
+    await c.connect();
+    try {
+      await exact(`node-redis RESP${resp}`, (args) => c.sendCommand(args));
+    } finally {
+      await c.quit().catch(() => {});
+    }
+  }
+}
+
 (async () => {
   await ioredis();
   await nodeRedis(2);
   await nodeRedis(3);
+  if (process.env.IDSERVER_ID_BITS === '53') await exact53();
 })().catch((e) => {
   console.error('FAIL', e && e.stack || e);
   process.exit(1);

@@ -171,6 +171,12 @@ func Open(cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raft log store: %w", err)
 	}
+	// bbolt syncs raft.db, never the names above it: without this a power
+	// cut can take raft/, raft.db or raft/snapshots away with the log.
+	if err := syncDirs(filepath.Join(rdir, "snapshots"), rdir, cfg.Dir); err != nil {
+		logs.Close()
+		return nil, err
+	}
 	network := cfg.Network
 	if network == nil {
 		var ln net.Listener

@@ -538,12 +538,15 @@ func (f *fsm) applyLease(d *decoder, b *persist.Batch, _ *changes) any {
 // applyRecover makes node the only member after the quorum was lost for
 // good. The survivor cannot know what a majority it was not part of
 // committed last: allocations and lease renewals past its log. So every tag
-// skips skipValues, and every other member's worker ID is forgotten with its
+// skips skipValues (and so does TagBase, for tags it never saw), and every other member's worker ID is forgotten with its
 // lease pushed skipMS past the later of its known end and now.
 func (f *fsm) applyRecover(d *decoder, b *persist.Batch, ch *changes) any {
 	node, nowMS, skipValues, skipMS, cluster := d.string(), d.varint(), d.varint(), d.varint(), d.string()
 	d.end()
 	f.meta.Cluster = cluster
+	// A tag created in entries this node never saw may have reached as far
+	// past the old base as a known tag past its high-water.
+	f.meta.TagBase += min(skipValues, math.MaxInt64-f.meta.TagBase)
 	for tag, t := range f.tags {
 		t.MaxID = t.high() + min(skipValues, math.MaxInt64-t.high())
 		t.Bound = t.MaxID // lost entries may have allocated (and issued) up to here

@@ -53,3 +53,28 @@ func TestTagBaseCoversUnknownTags(t *testing.T) {
 		t.Fatalf("tagState of an unknown tag: %+v %v", st, ok)
 	}
 }
+
+// TestRecoverSkipsUnknownTags: after --recover, a tag the survivor never
+// saw (created in entries a lost majority committed) starts above the skip,
+// as every known tag does.
+func TestRecoverSkipsUnknownTags(t *testing.T) {
+	f, err := newFSM(openStore(t), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if jr := applyEntry(t, f, 1, joinEntry("n1", 1000)).(joinResult); jr.Err != nil {
+		t.Fatal(jr.Err)
+	}
+	applyEntry(t, f, 2, newEntry(entryAlloc).uvarint(1).string("known").varint(10))
+	applyEntry(t, f, 3, newEntry(entryRecover).string("n1").varint(2000).varint(1_000_000).varint(100_000).string("c2"))
+	for i, c := range []struct {
+		tag   string
+		first int64
+	}{{"known", 1_000_011}, {"unseen", 1_000_001}} {
+		tag, first := c.tag, c.first
+		res := applyEntry(t, f, uint64(4+i), newEntry(entryAlloc).uvarint(1).string(tag).varint(5)).([]allocResult)
+		if res[0].First != first {
+			t.Fatalf("%s after recover: first %d, want %d", tag, res[0].First, first)
+		}
+	}
+}

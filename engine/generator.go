@@ -2,8 +2,10 @@ package engine
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,9 +33,9 @@ var (
 )
 
 // ClockBackError is ErrClockBack with the distance, in milliseconds,
-// between the wall clock and the time the next ID would carry, and what the
-// node is doing about it ("" when nothing is known: see
-// Generator.SetClockBackProblem).
+// between the wall clock and the time the next ID would carry (the start
+// of its time unit), and what the node is doing about it ("" when nothing
+// is known: see Generator.SetClockBackProblem).
 type ClockBackError struct {
 	BehindMS int64
 	Reason   string
@@ -82,7 +84,9 @@ func (e *LeaseError) Is(target error) bool { return target == ErrNoLease }
 type Clock func() time.Time
 
 // HighWaterStore keeps the snowflake high-water mark: every ID the node has
-// ever let out has a time below it.
+// ever let out has a time below it (the whole of its time unit), and so has
+// every UUIDv7 the generator's UUIDv7s let out. The mark is in milliseconds
+// whatever the layout's unit.
 type HighWaterStore interface {
 	// HighWater returns the stored mark in milliseconds since the epoch,
 	// 0 when none was ever stored.
@@ -110,6 +114,9 @@ type Config struct {
 	// Sleep waits when demand outruns the layout (time.Sleep when nil).
 	// Tests pass one that moves their fake clock.
 	Sleep func(time.Duration)
+	// Rand is where UUIDv7s draws its random bits (crypto/rand.Reader when
+	// nil).
+	Rand io.Reader
 }
 
 // Generator issues snowflake and gene IDs for one worker. It is safe for
@@ -118,41 +125,51 @@ type Config struct {
 // IDs are allocated in "slots": slot = time<<SeqBits | sequence<<GeneBits | gene,
 // i.e. an ID without its worker bits. A slot's carry out of the sequence
 // goes into time, so "the next free slot of gene g above s" is plain
-// arithmetic, and moving to the next millisecond on exhaustion is free.
+// arithmetic, and moving to the next tick on exhaustion is free.
+//
+// Inside, time is counted in ticks of the layout's unit (a millisecond by
+// default): the logical clock, the floor, the high-water and the window,
+// margin and borrow. Milliseconds come in and go out only at the edges:
+// the wall clock, the stored high-water, the lease end, StartAboveMS,
+// Status and the errors.
 type Generator struct {
-	layout    Layout
-	now       Clock
-	sleep     func(time.Duration)
-	store     HighWaterStore
-	epochMS   int64
-	windowMS  int64
-	marginMS  int64 // least reserve above the latest issued time
-	borrowMS  int64
-	seqBits   uint
-	timeShift uint
-	geneMask  int64
-	geneStep  int64
-	fieldMask int64
-	worker    int64 // worker << SeqBits
-	maxTime   int64
+	layout      Layout
+	now         Clock
+	sleep       func(time.Duration)
+	store       HighWaterStore
+	epochMS     int64
+	unitMS      int64 // one tick in ms
+	windowTicks int64 // --window in ticks
+	marginTicks int64 // least reserve above the latest issued time, ticks
+	borrowTicks int64 // --max-borrow in whole ticks, rounded down
+	seqBits     uint
+	timeShift   uint
+	geneMask    int64
+	geneStep    int64
+	fieldMask   int64
+	worker      int64 // worker << SeqBits
+	maxTime     int64
 
-	reserved  atomic.Int64           // durable high-water: every issued time is below it
-	leaseEnd  atomic.Int64           // every issued time is below it; only goes up
+	reserved  atomic.Int64           // durable high-water, ticks: every issued tick is below it
+	leaseEnd  atomic.Int64           // ms since the epoch: every issued tick ends at or before it; only goes up
 	leaseWhy  atomic.Pointer[string] // why it is not being renewed; nil when it is
 	clockWhy  atomic.Pointer[string] // what the node does about a clock that went back
 	reserveMu sync.Mutex             // serialises store writes so they only go up
+	trouble   chan struct{}          // kicked on CLOCKBACK and on a lease that ended (Trouble)
 	kick      chan struct{}
-	trouble   chan struct{} // kicked on CLOCKBACK and on a lease that ended (Trouble)
+
+	uuids *UUIDv7 // UUIDv7s; its times are below the high-water too (g.mu)
 
 	mu        sync.Mutex
 	closed    bool
-	bootFloor int64   // logical ms the node started at, less any clock fault
-	cur       int64   // logical clock: the latest wall ms seen, or the start
+	bootFloor int64   // logical tick the node started at, less any clock fault
+	cur       int64   // logical clock: the latest wall tick seen, or the start
 	floor     int64   // every new slot is above this
 	maxIssued int64   // largest slot issued
 	lastNext  int64   // last NEXTID slot: NEXTIDs strictly increase
 	lanes     []int64 // per gene: last slot issued with that gene
 	cursor    int64   // next gene NEXTID uses
+	uuidMS    int64   // time of the last UUIDv7 issued, ms since the epoch; -1: none
 	switches  uint64  // worker switches so far (SwitchWorker)
 }
 
@@ -176,43 +193,55 @@ func New(cfg Config, now Clock, store HighWaterStore) (*Generator, error) {
 	if err := l.CheckAt(now()); err != nil {
 		return nil, err
 	}
+	unit := l.UnitMS()
 	g := &Generator{
-		layout:    l,
-		now:       now,
-		sleep:     cfg.Sleep,
-		store:     store,
-		epochMS:   l.Epoch.UnixMilli(),
-		windowMS:  max(cfg.Window.Milliseconds(), 2),
-		marginMS:  max(cfg.Window.Milliseconds()/32, 2),
-		borrowMS:  cfg.MaxBorrow.Milliseconds(),
-		seqBits:   uint(l.SeqBits),
-		timeShift: uint(l.WorkerBits + l.SeqBits),
-		geneMask:  1<<l.GeneBits - 1,
-		geneStep:  1 << l.GeneBits,
-		fieldMask: 1<<l.SeqBits - 1,
-		worker:    cfg.Worker << l.SeqBits,
-		maxTime:   1 << l.TimeBits,
-		kick:      make(chan struct{}, 1),
-		trouble:   make(chan struct{}, 1),
-		lanes:     make([]int64, 1<<l.GeneBits),
+		layout:      l,
+		now:         now,
+		sleep:       cfg.Sleep,
+		store:       store,
+		epochMS:     l.Epoch.UnixMilli(),
+		unitMS:      unit,
+		windowTicks: max(cfg.Window.Milliseconds()/unit, 2),
+		marginTicks: max(cfg.Window.Milliseconds()/32/unit, 2),
+		borrowTicks: cfg.MaxBorrow.Milliseconds() / unit,
+		seqBits:     uint(l.SeqBits),
+		timeShift:   uint(l.WorkerBits + l.SeqBits),
+		geneMask:    1<<l.GeneBits - 1,
+		geneStep:    1 << l.GeneBits,
+		fieldMask:   1<<l.SeqBits - 1,
+		worker:      cfg.Worker << l.SeqBits,
+		maxTime:     1 << l.TimeBits,
+		kick:        make(chan struct{}, 1),
+		trouble:     make(chan struct{}, 1),
+		lanes:       make([]int64, 1<<l.GeneBits),
 	}
 	if g.sleep == nil {
 		g.sleep = time.Sleep
 	}
-	hw, err := store.HighWater()
+	hwMS, err := store.HighWater()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrHighWater, err)
 	}
+	hw := ceilDiv(hwMS, unit) // every issued tick ended at or before hwMS
 	g.reserved.Store(hw)
 	g.leaseEnd.Store(cfg.LeaseEndMS)
-	wall := g.wallMS()
-	start := max(wall, hw+1, cfg.StartAboveMS+1)
+	// Every UUIDv7 let out before had a time below hwMS: the next ones
+	// start at it.
+	if cfg.Rand == nil {
+		cfg.Rand = rand.Reader
+	}
+	g.uuids, g.uuidMS = NewUUIDv7(now, cfg.Rand), -1
+	g.uuids.startAbove(g.epochMS + hwMS)
+	wall, _ := g.wallMS()
+	// The previous holder's ticks all end at or before its lease end.
+	above := cfg.StartAboveMS / unit
+	start := max(wall, hw+1, above+1)
 	// The stored mark runs up to a window ahead of the clock by design;
 	// starting above it is not a clock fault and is not counted as borrowing.
 	// A mark further ahead than that means the clock went back: that part is.
 	// The previous holder's lease end is ahead by design too (by up to a
 	// lease, from another node's clock), so starting above it never counts.
-	g.bootFloor = max(min(max(wall, hw+1), wall+g.windowMS), cfg.StartAboveMS+1)
+	g.bootFloor = max(min(max(wall, hw+1), wall+g.windowTicks), above+1)
 	g.cur = start
 	g.floor = start<<g.seqBits - 1
 	g.maxIssued, g.lastNext = g.floor, g.floor
@@ -234,17 +263,17 @@ func New(cfg Config, now Clock, store HighWaterStore) (*Generator, error) {
 // logical clock running ahead (after a restart, or borrowing) does not push
 // the mark further ahead with each restart of a crash loop.
 func (g *Generator) horizon(t, wall int64) int64 {
-	return max(wall+g.windowMS, t+g.marginMS)
+	return max(wall+g.windowTicks, t+g.marginTicks)
 }
 
 // lowHeadroom reports whether the mark r should be extended: less than half
 // a window past the clock, or less than half a margin past t.
 func (g *Generator) lowHeadroom(r, t, wall int64) bool {
-	return r-wall < g.windowMS/2 || r-t < g.marginMS/2
+	return r-wall < g.windowTicks/2 || r-t < g.marginTicks/2
 }
 
-// SetLease raises the lease end to endMS (ms since the epoch); a lower value
-// is ignored. It never takes the generator's lock: an issue in progress sees
+// SetLease raises the lease end to endMS (ms since the epoch: a tick is
+// issued only if it ends at or before it); a lower value is ignored. It never takes the generator's lock: an issue in progress sees
 // the new end on its next call (or after its next wait).
 func (g *Generator) SetLease(endMS int64) {
 	for {
@@ -298,7 +327,7 @@ func (g *Generator) troubled() {
 }
 
 func (g *Generator) leaseError(endMS, t int64) *LeaseError {
-	e := &LeaseError{EndMS: endMS, BehindMS: max(t-endMS, 0)}
+	e := &LeaseError{EndMS: endMS, BehindMS: max(t*g.unitMS-endMS, 0)}
 	if why := g.leaseWhy.Load(); why != nil {
 		e.Reason = *why
 	}
@@ -308,7 +337,25 @@ func (g *Generator) leaseError(endMS, t int64) *LeaseError {
 // Layout returns the generator's layout.
 func (g *Generator) Layout() Layout { return g.layout }
 
-func (g *Generator) wallMS() int64 { return g.now().UnixMilli() - g.epochMS }
+// wallMS reads the clock: the tick it is in and the ms since the epoch.
+func (g *Generator) wallMS() (tick, ms int64) {
+	ms = g.now().UnixMilli() - g.epochMS
+	return floorDiv(ms, g.unitMS), ms
+}
+
+// floorDiv and ceilDiv divide rounding down and up (b > 0).
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
+}
+
+func ceilDiv(a, b int64) int64 { return -floorDiv(-a, b) }
+
+// leaseTicks is the first tick a lease ending at endMS does not cover.
+func (g *Generator) leaseTicks(endMS int64) int64 { return floorDiv(endMS, g.unitMS) }
 
 // NextID issues one ID, choosing the gene itself in turn.
 func (g *Generator) NextID() (int64, error) {
@@ -346,14 +393,15 @@ func (g *Generator) issue(dst []int64, n int, gene int64) ([]int64, error) {
 // issueGen is issue, also returning the count of worker switches the IDs
 // were issued under (NextIDRuns extends a run only under the same one).
 func (g *Generator) issueGen(dst []int64, n int, gene int64) (_ []int64, switches uint64, _ error) {
-	wall := g.wallMS()
+	wall, wallMS := g.wallMS()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
 		return dst, 0, ErrClosed
 	}
 	switches = g.switches
-	lease := g.leaseEnd.Load() // under the lock: SwitchWorker replaces it
+	leaseMS := g.leaseEnd.Load() // under the lock: SwitchWorker replaces it
+	lease := g.leaseTicks(leaseMS)
 	g.tick(wall)
 	start := len(dst)
 	fresh := false // wall was read under the lock
@@ -371,14 +419,15 @@ func (g *Generator) issueGen(dst []int64, n int, gene int64) (_ []int64, switche
 		t := slot >> g.seqBits
 		if t >= lease {
 			g.troubled()
-			return dst[:start], switches, g.leaseError(lease, t)
+			return dst[:start], switches, g.leaseError(leaseMS, t)
 		}
-		if t-max(wall, g.bootFloor) > g.borrowMS {
+		if t-max(wall, g.bootFloor) > g.borrowTicks {
 			if !fresh {
 				// wall was read before the lock: another caller may have
 				// seen a later millisecond since. Read it again before
 				// telling a clock that went back from a stale reading.
-				wall, fresh = g.wallMS(), true
+				wall, wallMS = g.wallMS()
+				fresh = true
 				g.tick(wall)
 				continue
 			}
@@ -387,17 +436,20 @@ func (g *Generator) issueGen(dst []int64, n int, gene int64) (_ []int64, switche
 				// The logical clock is ahead of both the clock and the
 				// boot floor: the wall clock went back.
 				g.troubled()
-				return dst[:start], switches, g.clockBackError(t - wall)
+				return dst[:start], switches, g.clockBackError(t*g.unitMS - wallMS)
 			}
-			// Demand outran 2^seq-bits IDs per ms: wait for the clock.
+			// Demand outran 2^seq-bits IDs per tick: wait for the clock,
+			// less the part of the tick the clock is already into.
 			g.mu.Unlock()
-			g.sleep(time.Duration(t-ref-g.borrowMS) * time.Millisecond)
-			wall, fresh = g.wallMS(), false
+			g.sleep(time.Duration((t-ref-g.borrowTicks)*g.unitMS-(wallMS-wall*g.unitMS)) * time.Millisecond)
+			wall, wallMS = g.wallMS()
+			fresh = false
 			g.mu.Lock()
 			if g.closed {
 				return dst[:start], switches, ErrClosed
 			}
-			lease = g.leaseEnd.Load()
+			leaseMS = g.leaseEnd.Load()
+			lease = g.leaseTicks(leaseMS)
 			if g.switches != switches {
 				// A fresh worker ID while this waited: start over on it
 				// (the IDs taken so far are dropped, a gap), so that one
@@ -434,6 +486,34 @@ func (g *Generator) issueGen(dst []int64, n int, gene int64) (_ []int64, switche
 	return dst, switches, nil
 }
 
+// UUIDv7s appends n RFC 9562 UUIDv7s to dst, each greater than every one
+// this node issued before, across restarts as its IDs are: the UUIDs' times
+// lie below the durable high-water as the IDs' do (reserved here when a
+// UUID would reach it), and a new generator starts them at the stored mark.
+// A clock that went back does not stop them (UUIDv7 keeps the last
+// millisecond).
+func (g *Generator) UUIDv7s(dst [][16]byte, n int) ([][16]byte, error) {
+	wall, _ := g.wallMS()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return dst, ErrClosed
+	}
+	start := len(dst)
+	dst, lastUnixMS, err := g.uuids.next(dst, n)
+	if err != nil {
+		return dst[:start], err
+	}
+	last := lastUnixMS - g.epochMS
+	if t := floorDiv(last, g.unitMS); t >= g.reserved.Load() {
+		if err := g.reserve(g.horizon(t, wall)); err != nil {
+			return dst[:start], err
+		}
+	}
+	g.uuidMS = last
+	return dst, nil
+}
+
 // tick moves the logical clock to wall when wall is ahead of it. From a new
 // logical millisecond on, everything is above everything issued before.
 func (g *Generator) tick(wall int64) {
@@ -443,25 +523,26 @@ func (g *Generator) tick(wall int64) {
 	}
 }
 
-// reserve makes ms the durable high-water if it is above the current one.
-// Writes are serialised so the stored mark never goes down.
-func (g *Generator) reserve(ms int64) error {
+// reserve makes tick t the durable high-water if it is above the current
+// one (stored as t's first millisecond). Writes are serialised so the
+// stored mark never goes down.
+func (g *Generator) reserve(t int64) error {
 	g.reserveMu.Lock()
 	defer g.reserveMu.Unlock()
-	if ms <= g.reserved.Load() {
+	if t <= g.reserved.Load() {
 		return nil
 	}
-	if err := g.store.SetHighWaterSync(ms); err != nil {
+	if err := g.store.SetHighWaterSync(t * g.unitMS); err != nil {
 		return fmt.Errorf("%w: %v", ErrHighWater, err)
 	}
-	g.reserved.Store(ms)
+	g.reserved.Store(t)
 	return nil
 }
 
 // ReserveAhead extends the high-water when its headroom runs low (see
 // horizon). Run calls it; tests may too.
 func (g *Generator) ReserveAhead() error {
-	wall := g.wallMS()
+	wall, _ := g.wallMS()
 	g.mu.Lock()
 	t := max(g.cur, g.maxIssued>>g.seqBits)
 	closed, switches := g.closed, g.switches
@@ -494,20 +575,21 @@ func (g *Generator) SwitchWorker(worker, startAboveMS, leaseEndMS int64) error {
 	if worker < 0 || worker > g.layout.MaxWorker() {
 		return fmt.Errorf("worker id %d does not fit in %d worker bits (0..%d)", worker, g.layout.WorkerBits, g.layout.MaxWorker())
 	}
-	wall := g.wallMS()
+	wall, _ := g.wallMS()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
 		return ErrClosed
 	}
-	start := max(wall, startAboveMS+1)
+	// The previous holder's ticks all end at or before its lease end.
+	start := max(wall, startAboveMS/g.unitMS+1)
 	if start >= g.maxTime {
 		return ErrTimeExhausted
 	}
 	g.reserveMu.Lock()
 	defer g.reserveMu.Unlock()
 	hw := g.horizon(start, wall)
-	if err := g.store.SetHighWaterSync(hw); err != nil {
+	if err := g.store.SetHighWaterSync(hw * g.unitMS); err != nil {
 		return fmt.Errorf("%w: %v", ErrHighWater, err)
 	}
 	g.reserved.Store(hw)
@@ -528,7 +610,7 @@ func (g *Generator) SwitchWorker(worker, startAboveMS, leaseEndMS int64) error {
 // onError (a failed step is retried on the next tick, and the hot path
 // reserves for itself if the window runs out).
 func (g *Generator) Run(ctx context.Context, onError func(error)) {
-	tick := time.NewTicker(time.Duration(max(g.windowMS/8, 5)) * time.Millisecond)
+	tick := time.NewTicker(time.Duration(max(g.windowTicks*g.unitMS/8, 5)) * time.Millisecond)
 	defer tick.Stop()
 	for {
 		select {
@@ -555,17 +637,21 @@ func (g *Generator) Close() error {
 	g.reserveMu.Lock()
 	defer g.reserveMu.Unlock()
 	exact := g.maxIssued>>g.seqBits + 1
+	if g.uuidMS >= 0 {
+		exact = max(exact, floorDiv(g.uuidMS, g.unitMS)+1)
+	}
 	if exact >= g.reserved.Load() {
 		return nil
 	}
-	if err := g.store.SetHighWaterSync(exact); err != nil {
+	if err := g.store.SetHighWaterSync(exact * g.unitMS); err != nil {
 		return fmt.Errorf("%w: %v", ErrHighWater, err)
 	}
 	g.reserved.Store(exact)
 	return nil
 }
 
-// Status is a snapshot for INFO and metrics.
+// Status is a snapshot for INFO and metrics, in milliseconds (a time in
+// ticks as the first millisecond of its tick).
 type Status struct {
 	Worker        int64
 	LogicalMS     int64 // logical clock, ms since the epoch
@@ -584,26 +670,27 @@ type Status struct {
 
 // Status reports the generator's clocks.
 func (g *Generator) Status() Status {
-	wall := g.wallMS()
+	wall, wallMS := g.wallMS()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	last := g.maxIssued >> g.seqBits
 	hw := g.reserved.Load()
+	u := g.unitMS
 	// How far the clock went back: once the logical clock is ahead of the
 	// clock and the boot floor (read under the lock: cur may be a later
 	// reading than wall), the next ID's time past them.
 	behind := int64(0)
-	if ref := max(g.wallMS(), g.bootFloor); g.cur > ref {
-		behind = max(g.cur, last+1) - ref
+	if now, _ := g.wallMS(); g.cur > max(now, g.bootFloor) {
+		behind = max(g.cur, last+1) - max(now, g.bootFloor)
 	}
 	return Status{
 		Worker:        g.worker >> g.seqBits,
-		LogicalMS:     g.cur,
-		LastTimeMS:    last,
-		HighWaterMS:   hw,
-		BorrowMS:      max(0, last-wall),
-		WindowAheadMS: hw - wall,
+		LogicalMS:     g.cur * u,
+		LastTimeMS:    last * u,
+		HighWaterMS:   hw * u,
+		BorrowMS:      max(0, last-wall) * u,
+		WindowAheadMS: hw*u - wallMS,
 		LeaseEndMS:    g.leaseEnd.Load(),
-		ClockBehindMS: behind,
+		ClockBehindMS: behind * u,
 	}
 }

@@ -182,8 +182,8 @@ func TestGeneOf(t *testing.T) {
 		"9223372036854775807": uint32(uint64(9223372036854775807) % 256),
 	}
 	for in, want := range cases {
-		if got := l.Gene([]byte(in)); got != want {
-			t.Errorf("Gene(%q) = %d, want %d", in, got, want)
+		if got, str := l.Gene([]byte(in)), l.GeneOfString(in); got != want || str != want {
+			t.Errorf("Gene(%q) = %d, GeneOfString %d, want %d", in, got, str, want)
 		}
 	}
 	// Not canonical integers: hashed with crc32.
@@ -191,6 +191,9 @@ func TestGeneOf(t *testing.T) {
 		want := crc32ieee(in) % 256
 		if got := l.Gene([]byte(in)); got != want {
 			t.Errorf("Gene(%q) = %d, want crc32 %d", in, got, want)
+		}
+		if got := l.GeneOfString(in); got != want {
+			t.Errorf("GeneOfString(%q) = %d, want crc32 %d", in, got, want)
 		}
 	}
 }

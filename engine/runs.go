@@ -114,3 +114,78 @@ func (g *Generator) extendRun(t int64, want int) (IDRun, int) {
 func (g *Generator) slotID(slot int64) int64 {
 	return slot>>g.seqBits<<g.timeShift | g.worker | slot&g.fieldMask
 }
+
+// GeneIDRuns issues n IDs of gene as GeneIDs(dst, gene, n) does, appended
+// to dst as runs whose IDs step by 2^GeneBits (GeneStep): run r holds
+// r.First, r.First+GeneStep, ..., r.Last. Within a time unit one gene's
+// slots are a gene step apart, so a batch is a run per unit it spans (plus
+// one wherever a NEXTID took a slot of the gene in between), and a client
+// expands them without parsing an integer per ID.
+//
+// As with NextIDRuns, the first ID of each run goes through issue with
+// every check, the rest only lies in the same unit; on an error midway the
+// IDs already taken are dropped.
+func (g *Generator) GeneIDRuns(dst []IDRun, gene uint32, n int) ([]IDRun, error) {
+	start := len(dst)
+	gn := int64(gene) & g.geneMask
+	var first [1]int64
+	for n > 0 {
+		ids, err := g.issue(first[:0], 1, gn)
+		if err != nil {
+			return dst[:start], err
+		}
+		n--
+		dst = appendStep(dst, start, IDRun{ids[0], ids[0]}, g.geneStep)
+		if n == 0 {
+			break
+		}
+		g.mu.Lock()
+		r, k := g.extendGeneRun(ids[0]>>g.timeShift, gn, n)
+		g.mu.Unlock()
+		if k > 0 {
+			dst = appendStep(dst, start, r, g.geneStep)
+			n -= k
+		}
+	}
+	return dst, nil
+}
+
+// GeneStep is the distance between two consecutive IDs of one gene in one
+// time unit: 2^GeneBits.
+func (g *Generator) GeneStep() int64 { return g.geneStep }
+
+// appendStep appends r (IDs step apart) to the runs dst[start:], merging it
+// into the last one when it continues it.
+func appendStep(dst []IDRun, start int, r IDRun, step int64) []IDRun {
+	if len(dst) > start && dst[len(dst)-1].Last+step == r.First {
+		dst[len(dst)-1].Last = r.Last
+		return dst
+	}
+	return append(dst, r)
+}
+
+// extendGeneRun issues up to want more slots of gene gn in time unit t, as
+// issue computes them for one gene (each the next of the gene's lane), and
+// returns them as a run of IDs a gene step apart, with their number (0 when
+// the gene's next slot lies in another unit, or the generator is closed).
+// issue has just let out a slot of gn in t, so the lease, window and
+// borrow hold for all of t (see extendRun). g.mu is held.
+func (g *Generator) extendGeneRun(t, gn int64, want int) (IDRun, int) {
+	if g.closed {
+		return IDRun{}, 0
+	}
+	lo := max(g.floor, g.lanes[gn])
+	s0 := lo&^g.geneMask | gn
+	if s0 <= lo {
+		s0 += g.geneStep
+	}
+	if s0>>g.seqBits != t {
+		return IDRun{}, 0
+	}
+	lastInUnit := ((t+1)<<g.seqBits-1)&^g.geneMask | gn
+	k := min(int64(want), (lastInUnit-s0)/g.geneStep+1)
+	last := s0 + (k-1)*g.geneStep
+	g.lanes[gn] = last
+	g.maxIssued = max(g.maxIssued, last)
+	return IDRun{g.slotID(s0), g.slotID(last)}, int(k)
+}

@@ -34,6 +34,22 @@ func expand(t *testing.T, runs []IDRun) []int64 {
 // same IDs (or the same error) on both, through GENEIDs on random genes,
 // batches past a millisecond's capacity (waits), clock steps back within
 // and beyond the borrow, and a lease ending midway.
+// expandStep expands runs whose IDs lie step apart, checking that each
+// run is whole steps long and that the runs increase.
+func expandStep(t *testing.T, runs []IDRun, step int64) []int64 {
+	t.Helper()
+	var ids []int64
+	for i, r := range runs {
+		if r.Last < r.First || (r.Last-r.First)%step != 0 || (i > 0 && r.First <= runs[i-1].Last) {
+			t.Fatalf("run %d %v (step %d) after %v", i, r, step, runs[max(i-1, 0)])
+		}
+		for id := r.First; id <= r.Last; id += step {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
 func TestNextIDRunsIssuesWhatNextIDsIssues(t *testing.T) {
 	layouts := []Layout{
 		DefaultLayout(),
@@ -59,7 +75,7 @@ func TestNextIDRunsIssuesWhatNextIDsIssues(t *testing.T) {
 				})
 			}
 			maxCount := 3 << l.SeqBits // up to three milliseconds' worth
-			var issued, errs, runs int
+			var issued, errs, runs, geneRuns int
 			var behind time.Duration // how far steps back have set the clocks back
 			for op := range 3000 {
 				var got [2][]int64
@@ -79,10 +95,17 @@ func TestNextIDRunsIssuesWhatNextIDsIssues(t *testing.T) {
 					got[1] = expand(t, r[1:])
 					runs += len(r) - 1
 				case k < 15:
+					// GeneIDRuns on the second generator issues what
+					// GeneIDs issues on the first, as runs a gene step apart.
 					gene, n := rng.Uint32(), 1+rng.IntN(100)
-					for i, g := range gens {
-						got[i], gotErr[i] = g.GeneIDs(nil, gene, n)
+					if rng.IntN(4) == 0 {
+						n = 1 + rng.IntN(min(maxCount, 10000))
 					}
+					got[0], gotErr[0] = gens[0].GeneIDs(nil, gene, n)
+					var r []IDRun
+					r, gotErr[1] = gens[1].GeneIDRuns(nil, gene, n)
+					got[1] = expandStep(t, r, gens[1].GeneStep())
+					geneRuns += len(r)
 				case k < 18:
 					// Forward, and half the time back to where a step
 					// back left the clock.
@@ -124,7 +147,7 @@ func TestNextIDRunsIssuesWhatNextIDsIssues(t *testing.T) {
 			if errs == 0 || (sleeps[0].Load() == 0 && l.SeqBits <= 16) {
 				t.Fatalf("the mix never hit an error (%d) or a wait (%d)", errs, sleeps[0].Load())
 			}
-			t.Logf("%d IDs alike, %d errors alike, %d waits; NextIDRuns answered %d runs", issued, errs, sleeps[0].Load(), runs)
+			t.Logf("%d IDs alike, %d errors alike, %d waits; NextIDRuns answered %d runs, GeneIDRuns %d", issued, errs, sleeps[0].Load(), runs, geneRuns)
 		})
 	}
 }

@@ -51,7 +51,16 @@ type UUIDv7 struct {
 	mu      sync.Mutex
 	lastMS  int64
 	counter uint64
+	reseed  bool   // startAbove set lastMS: seed the counter at the next UUID
 	buf     []byte // random bytes read ahead
+}
+
+// startAbove makes every later UUID greater than every UUID whose time is
+// below ms (Unix ms): the next one carries at least ms, with a fresh seed.
+func (g *UUIDv7) startAbove(ms int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.lastMS, g.reseed = ms, true
 }
 
 // NewUUIDv7 makes a generator on the clock now, drawing random bits from
@@ -62,15 +71,23 @@ func NewUUIDv7(now func() time.Time, rand io.Reader) *UUIDv7 {
 
 // Next appends n UUIDs, each greater than the one before, to dst.
 func (g *UUIDv7) Next(dst [][16]byte, n int) ([][16]byte, error) {
+	dst, _, err := g.next(dst, n)
+	return dst, err
+}
+
+// next is Next that also returns the time (Unix ms) of the last UUID.
+func (g *UUIDv7) next(dst [][16]byte, n int) ([][16]byte, int64, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	// Each UUID takes at most 12 random bytes: 4 of its own, 8 to seed.
 	if err := g.fill(12 * n); err != nil {
-		return dst, err
+		return dst, 0, err
 	}
 	for range n {
 		ms := g.now().UnixMilli()
 		switch {
+		case g.reseed:
+			g.lastMS, g.counter, g.reseed = max(ms, g.lastMS), g.seed(), false
 		case ms > g.lastMS:
 			g.lastMS = ms
 			g.counter = g.seed()
@@ -82,7 +99,7 @@ func (g *UUIDv7) Next(dst [][16]byte, n int) ([][16]byte, error) {
 		}
 		dst = append(dst, uuidBytes(g.lastMS, g.counter, g.take32()))
 	}
-	return dst, nil
+	return dst, g.lastMS, nil
 }
 
 // fill makes sure at least need random bytes are buffered.

@@ -119,6 +119,30 @@ func (s *idSource) GeneIDs(dst []int64, gene uint32, n int) ([]int64, error) {
 	return dst, &engine.LeaseError{Reason: "the node is still starting"}
 }
 
+// NextIDRuns and GeneIDRuns let the RESP server answer NEXTIDRUNS and
+// GENEIDRUNS from the generator's runs, a step per run, rather than cut an
+// ID list into runs.
+func (s *idSource) NextIDRuns(dst []engine.IDRun, n int) ([]engine.IDRun, error) {
+	if g := s.gen.Load(); g != nil {
+		return g.NextIDRuns(dst, n)
+	}
+	return dst, &engine.LeaseError{Reason: "the node is still starting"}
+}
+
+func (s *idSource) GeneIDRuns(dst []engine.IDRun, gene uint32, n int) ([]engine.IDRun, error) {
+	if g := s.gen.Load(); g != nil {
+		return g.GeneIDRuns(dst, gene, n)
+	}
+	return dst, &engine.LeaseError{Reason: "the node is still starting"}
+}
+
+func (s *idSource) UUIDv7s(dst [][16]byte, n int) ([][16]byte, error) {
+	if g := s.gen.Load(); g != nil {
+		return g.UUIDv7s(dst, n)
+	}
+	return dst, &engine.LeaseError{Reason: "the node is still starting"}
+}
+
 func (s *idSource) Layout() engine.Layout { return s.layout }
 
 func (s *idSource) Status() engine.Status {
@@ -271,10 +295,14 @@ func Open(cfg Config) (_ *Node, err error) {
 
 	ctx, stop := context.WithCancel(context.Background())
 	n.stop = stop
-	n.background.Add(2)
+	n.background.Add(3)
 	go func() {
 		defer n.background.Done()
 		n.Gen.Run(ctx, func(err error) { n.log.Error("high-water step failed", "err", err) })
+	}()
+	go func() {
+		defer n.background.Done()
+		n.warnLayoutEnd(ctx)
 	}()
 	go func() {
 		defer n.background.Done()
@@ -485,6 +513,7 @@ func (n *Node) renewLease(ctx context.Context) {
 	lease := n.cfg.WorkerLease
 	epoch := n.cfg.Layout.Epoch.UnixMilli()
 	var freshFailed time.Time
+	unit := n.cfg.Layout.UnitMS()
 	for {
 		failed := false // a renewal or a fresh worker ID failed: no hurrying on Trouble
 		if n.clockWentBack() {
@@ -494,11 +523,15 @@ func (n *Node) renewLease(ctx context.Context) {
 		}
 		st := n.Gen.Status()
 		wall := n.cfg.Now().UnixMilli() - epoch
+		// The last ID's time unit ends a unit after its start (LastTimeMS):
+		// the lease must cover that end, and the lease runs on from there,
+		// so that a coarse unit (1s) keeps the margin a millisecond has.
+		from := max(wall, st.LastTimeMS+unit)
 		wait := lease / 4
-		if st.LeaseEndMS-max(wall, st.LastTimeMS) < lease.Milliseconds()*3/4 {
+		if st.LeaseEndMS-from < lease.Milliseconds()*3/4 {
 			rctx, cancel := context.WithTimeout(ctx, min(n.Cluster.Timing().Call, lease/2))
 			inc := n.incarnation.Load()
-			g, err := n.Cluster.RenewLeaseAs(rctx, st.Worker, max(wall, st.LastTimeMS)+lease.Milliseconds(), inc)
+			g, err := n.Cluster.RenewLeaseAs(rctx, st.Worker, from+lease.Milliseconds(), inc)
 			cancel()
 			if err == nil && !n.leaseChecked.Swap(true) && g.RolledBack(inc) {
 				n.log.Error("this data directory is older than what the cluster committed for this node (restored from a copy?), "+
@@ -521,7 +554,7 @@ func (n *Node) renewLease(ctx context.Context) {
 				wait = min(lease/8, 500*time.Millisecond)
 			}
 		} else {
-			wait = min(wait, time.Duration(st.LeaseEndMS-max(wall, st.LastTimeMS)-lease.Milliseconds()*3/4+1)*time.Millisecond)
+			wait = min(wait, time.Duration(st.LeaseEndMS-from-lease.Milliseconds()*3/4+1)*time.Millisecond)
 		}
 		trouble := n.Gen.Trouble()
 		if failed {
@@ -535,6 +568,28 @@ func (n *Node) renewLease(ctx context.Context) {
 			return
 		case <-trouble:
 		case <-time.After(max(wait, 10*time.Millisecond)):
+		}
+	}
+}
+
+// layoutWarnEvery is how often a node whose layout has fewer than
+// engine.WarnTimeLeft left says so in its log.
+const layoutWarnEvery = 24 * time.Hour
+
+// warnLayoutEnd logs a warning at start and once a day while the layout's
+// time bits have fewer than engine.WarnTimeLeft left (a start with less
+// than engine.MinTimeLeft is refused).
+func (n *Node) warnLayoutEnd(ctx context.Context) {
+	l := n.cfg.Layout
+	for {
+		if left := l.TimeLeft(n.cfg.Now()); left < engine.WarnTimeLeft {
+			n.log.Warn("the ID layout's time bits run out in fewer than two years: plan a new layout (a new cluster with a later --epoch, or more --time-bits or a coarser --time-unit)",
+				"time_bits_end", l.End().Format(time.RFC3339), "days_left", int64(left.Hours()/24), "layout", l.String())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(layoutWarnEvery):
 		}
 	}
 }

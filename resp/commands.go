@@ -107,6 +107,7 @@ func idCommands() []*command {
 		{name: "nextid", arity: -1, flags: []string{"write", "fast"}, summary: "Issue a snowflake ID, or count of them", handler: cmdNextID, run: runNextID, runArgs: 1},
 		{name: "nextidruns", arity: 2, flags: []string{"write", "fast"}, summary: "Issue count snowflake IDs as runs [first, last] of consecutive IDs", handler: cmdNextIDRuns},
 		{name: "geneid", arity: -2, flags: []string{"write", "fast"}, summary: "Issue an ID carrying the buyer's shard gene", handler: cmdGeneID, run: runGeneID, runArgs: 2},
+		{name: "geneidruns", arity: 3, flags: []string{"write", "fast"}, summary: "Issue count IDs carrying the buyer's shard gene as runs [first, last] of IDs 2^gene-bits apart", handler: cmdGeneIDRuns},
 		{name: "geneof", arity: 2, flags: []string{"readonly", "fast"}, summary: "The shard gene of a buyer", handler: cmdGeneOf},
 		{name: "decode", arity: 2, flags: []string{"readonly", "fast"}, summary: "Take an ID apart: time, worker, sequence, gene; a UUIDv7's time", handler: cmdDecode},
 	}

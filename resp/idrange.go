@@ -57,6 +57,66 @@ func cmdNextIDRuns(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 
 // appendRuns appends ids, increasing, to dst as runs of consecutive
 // integers.
+// geneRunIssuer is an IDSource that issues one gene's IDs as runs itself
+// (engine.Generator); other sources' IDs are cut into runs here.
+type geneRunIssuer interface {
+	GeneIDRuns(dst []engine.IDRun, gene uint32, n int) ([]engine.IDRun, error)
+}
+
+// cmdGeneIDRuns answers GENEIDRUNS buyer count: count IDs of gene(buyer),
+// as GENEID buyer count issues them, in NEXTIDRUNS's shape: a flat array
+// first1, last1, first2, last2, ..., where a run holds first, first+step,
+// ..., last with step = 2^gene-bits (INFO snowflake's layout), runs
+// strictly increasing. Within one time unit a gene's IDs are a step apart,
+// so a batch is a run per unit it spans, plus one wherever a NEXTID took a
+// slot of the gene in between.
+func cmdGeneIDRuns(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+	if !s.validKey(conn, "buyer", args[1]) {
+		return
+	}
+	n, ok := s.parseCount(conn, args[2])
+	if !ok {
+		return
+	}
+	l := s.ids.Layout()
+	gene := l.Gene(args[1])
+	var runs []engine.IDRun
+	var err error
+	if ri, ok := s.ids.(geneRunIssuer); ok {
+		runs, err = ri.GeneIDRuns(make([]engine.IDRun, 0, 8), gene, n)
+	} else {
+		var ids []int64
+		ids, err = s.ids.GeneIDs(c.ids[:0], gene, n)
+		c.ids = ids[:0]
+		runs = appendStepRuns(nil, ids, 1<<l.GeneBits)
+	}
+	if err != nil {
+		s.engineError(conn, err)
+		return
+	}
+	s.cmdStats[c.cmd].issued.Add(int64(n))
+	if s.clockBehind.Load() && s.clockBehind.CompareAndSwap(true, false) {
+		s.cfg.Logger.Info("clock caught up: issuing IDs again")
+	}
+	conn.WriteArray(2 * len(runs))
+	for _, r := range runs {
+		conn.WriteInt64(r.First)
+		conn.WriteInt64(r.Last)
+	}
+}
+
+// appendStepRuns appends ids, increasing, to dst as runs of IDs step apart.
+func appendStepRuns(dst []engine.IDRun, ids []int64, step int64) []engine.IDRun {
+	for i, id := range ids {
+		if i > 0 && ids[i-1]+step == id {
+			dst[len(dst)-1].Last = id
+		} else {
+			dst = append(dst, engine.IDRun{First: id, Last: id})
+		}
+	}
+	return dst
+}
+
 func appendRuns(dst []engine.IDRun, ids []int64) []engine.IDRun {
 	for i, id := range ids {
 		if i > 0 && ids[i-1]+1 == id {

@@ -230,3 +230,82 @@ func TestNextIDRunsFromAListSource(t *testing.T) {
 		prev = ids[len(ids)-1]
 	}
 }
+
+// TestGeneIDRunsOverGoRedis: GENEIDRUNS buyer count answers count IDs of
+// the buyer's gene as runs a gene step (2^8) apart, in RESP2 and RESP3,
+// continuing GENEID's strictly increasing sequence, counted as IDs, and
+// refuses what GENEID refuses.
+func TestGeneIDRunsOverGoRedis(t *testing.T) {
+	srv, addr := startServerT(t, Config{})
+	ctx := context.Background()
+	const step = 256
+	for _, proto := range []int{2, 3} {
+		rdb := newClient(t, addr, proto, "")
+		prev, err := rdb.Do(ctx, "GENEID", "12345").Int64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []int{1, 2, 100, 10000} {
+			reply, err := rdb.Do(ctx, "GENEIDRUNS", "12345", n).Result()
+			if err != nil {
+				t.Fatalf("GENEIDRUNS %d: %v", n, err)
+			}
+			flat := reply.([]any)
+			var ids []int64
+			for i := 0; i+1 < len(flat); i += 2 {
+				first, last := flat[i].(int64), flat[i+1].(int64)
+				if first > last || (last-first)%step != 0 || (len(ids) > 0 && first <= ids[len(ids)-1]) {
+					t.Fatalf("GENEIDRUNS %d: run [%d, %d] after %v", n, first, last, ids[max(len(ids)-1, 0):])
+				}
+				for id := first; id <= last; id += step {
+					ids = append(ids, id)
+				}
+			}
+			if len(ids) != n || ids[0] <= prev {
+				t.Fatalf("GENEIDRUNS %d: %d IDs from %d, after %d", n, len(ids), ids[0], prev)
+			}
+			for _, id := range ids {
+				if id%step != 12345%step {
+					t.Fatalf("GENEIDRUNS: %d has gene %d", id, id%step)
+				}
+			}
+			if runs := len(flat) / 2; n == 10000 && runs > 700 {
+				t.Errorf("GENEIDRUNS 10000 on an idle node: %d runs (16 IDs per gene per ms)", runs)
+			}
+			prev = ids[len(ids)-1]
+			next, err := rdb.Do(ctx, "GENEID", "12345").Int64()
+			if err != nil || next <= prev {
+				t.Fatalf("GENEID after GENEIDRUNS: %d after %d, %v", next, prev, err)
+			}
+			prev = next
+		}
+	}
+	st := &srv.cmdStats[commandTable["geneidruns"].index]
+	if calls, issued := st.calls.Load(), st.issued.Load(); calls != 8 || issued != 2*(1+2+100+10000) {
+		t.Errorf("counted %d GENEIDRUNS calls, %d IDs", calls, issued)
+	}
+	rdb := newClient(t, addr, 2, "")
+	for _, tc := range []struct {
+		args []any
+		want string
+	}{
+		{[]any{"GENEIDRUNS", "b"}, "ERR wrong number of arguments for 'geneidruns' command"},
+		{[]any{"GENEIDRUNS", "b", 1, 2}, "ERR wrong number of arguments for 'geneidruns' command"},
+		{[]any{"GENEIDRUNS", "b", "x"}, "ERR value is not an integer or out of range"},
+		{[]any{"GENEIDRUNS", "b", "0"}, "ERR count is out of range, must be between 1 and 10000"},
+		{[]any{"GENEIDRUNS", "b", "10001"}, "ERR count is out of range, must be between 1 and 10000"},
+		{[]any{"GENEIDRUNS", strings.Repeat("b", 257), "1"}, ""},
+	} {
+		err := rdb.Do(ctx, tc.args...).Err()
+		if tc.want == "" {
+			geneErr := rdb.Do(ctx, "GENEID", tc.args[1], 1).Err()
+			if err == nil || geneErr == nil || err.Error() != geneErr.Error() {
+				t.Errorf("GENEIDRUNS with a 257-byte buyer: %v, GENEID: %v", err, geneErr)
+			}
+			continue
+		}
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%v: %v, want %q", tc.args[:min(len(tc.args), 3)], err, tc.want)
+		}
+	}
+}

@@ -143,7 +143,7 @@ func (s *Server) infoStats() []string {
 	return []string{
 		kv("total_connections_received", s.stats.connections.Load()),
 		kv("total_commands_processed", s.stats.commands.Load()),
-		kv("ids_issued", s.issued("nextid", "nextidruns", "geneid")),
+		kv("ids_issued", s.issued("nextid", "nextidruns", "geneid", "geneidruns")),
 		kv("segment_values_issued", s.issued("incr", "incrby", "nextseg")),
 		kv("total_error_replies", s.stats.errorReplies.Load()),
 		kv("tryagain_errors", errs["TRYAGAIN"]),
@@ -163,12 +163,21 @@ func (s *Server) infoReplication() []string {
 	}
 }
 
+// infoSnowflake: the layout (id-bits and time unit explicit, whatever
+// the layout's name omits) and when its time bits run out, with the years
+// left from now.
 func (s *Server) infoSnowflake() []string {
 	st := s.ids.Status()
+	l := s.ids.Layout()
+	left := l.TimeLeft(s.cfg.Now())
 	return []string{
 		kv("node_id", s.cfg.NodeID),
 		kv("worker_id", st.Worker),
-		kv("layout", strings.ReplaceAll(s.ids.Layout().String(), " ", ",")),
+		kv("layout", strings.ReplaceAll(l.String(), " ", ",")),
+		kv("id_bits", l.Bits()),
+		kv("time_unit_ms", l.UnitMS()),
+		kv("time_bits_end", l.End().Format(time.RFC3339)),
+		kv("time_bits_years_left", strconv.FormatFloat(left.Hours()/(365.25*24), 'f', 2, 64)),
 		kv("logical_clock_ms", st.LogicalMS),
 		kv("last_id_time_ms", st.LastTimeMS),
 		kv("clock_borrow_ms", st.BorrowMS),

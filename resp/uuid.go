@@ -1,6 +1,7 @@
 package resp
 
 import (
+	"errors"
 	"time"
 
 	"github.com/tidwall/redcon"
@@ -15,13 +16,30 @@ func uuidCommands() []*command {
 	}
 }
 
+// uuidIssuer is an IDSource that issues UUIDv7s itself, strictly
+// increasing across restarts (engine.Generator, under its high-water);
+// other sources' UUIDs come from the server's own UUIDv7.
+type uuidIssuer interface {
+	UUIDv7s(dst [][16]byte, n int) ([][16]byte, error)
+}
+
 // cmdUUIDv7 answers UUIDV7 [count]: a bulk string, or an array of count.
 func cmdUUIDv7(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	n, ok := s.optionalCount(conn, "uuidv7", args)
 	if !ok {
 		return
 	}
-	uuids, err := s.uuids.Next(make([][16]byte, 0, n), n)
+	var uuids [][16]byte
+	var err error
+	if ui, ok := s.ids.(uuidIssuer); ok {
+		uuids, err = ui.UUIDv7s(make([][16]byte, 0, n), n)
+	} else {
+		uuids, err = s.uuids.Next(make([][16]byte, 0, n), n)
+	}
+	if errors.Is(err, engine.ErrHighWater) || errors.Is(err, engine.ErrClosed) || errors.Is(err, engine.ErrNoLease) {
+		s.engineError(conn, err)
+		return
+	}
 	if err != nil {
 		s.errorReply(conn, "ERR cannot read random bits: "+err.Error())
 		return

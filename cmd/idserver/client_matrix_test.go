@@ -229,6 +229,27 @@ func TestMatrixNodeClients(t *testing.T) {
 	}
 }
 
+// TestMatrixNodeClientsRead53BitIDsExactly: against --id-bits 53, ioredis
+// and node-redis with no option (no stringNumbers, no type mapping) read
+// NEXTID and GENEID as JavaScript numbers that are the IDs exactly.
+func TestMatrixNodeClientsRead53BitIDsExactly(t *testing.T) {
+	modules := os.Getenv("IDSERVER_NODE_MODULES")
+	node, err := exec.LookPath("node")
+	if modules == "" || err != nil {
+		t.Skip("set IDSERVER_NODE_MODULES to a node_modules folder holding ioredis and redis (npm install ioredis redis), with node on PATH; .ci/run does")
+	}
+	p := startProc(t, t.TempDir(), "--id-bits", "53")
+	cmd := exec.Command(node, filepath.Join(repoRoot(t), "clients", "node_matrix.js"), "127.0.0.1", p.Port)
+	cmd.Env = append(os.Environ(), "NODE_PATH="+modules, "IDSERVER_ID_BITS=53", "IDSERVER_GENE_BITS=6")
+	out, err := cmd.CombinedOutput()
+	for _, want := range []string{"PASS ioredis exact", "PASS node-redis RESP2 exact", "PASS node-redis RESP3 exact"} {
+		if err != nil || !strings.Contains(string(out), want) {
+			t.Fatalf("node clients on 53-bit IDs: %v, no %q in\n%s", err, want, out)
+		}
+	}
+	t.Log(strings.TrimSpace(string(out)))
+}
+
 func repoRoot(t *testing.T) string {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -30,7 +31,13 @@ type Config struct {
 	Join        string
 	SegmentStep int64
 	Epoch       string
+	TimeUnit    string // --time-unit: 1ms, 10ms or 1s
 	Layout      engine.Layout
+	// widthsGiven: a --time-bits, --worker-bits, --seq-bits or --gene-bits
+	// flag (or its variable) was given; when none was, the widths follow
+	// --id-bits and --time-unit (engine.AutoLayout).
+	widthsGiven bool
+	unitGiven   bool // --time-unit was given; else engine.AutoUnit picks it
 	Window      time.Duration
 	MaxBorrow   time.Duration
 	RequirePass string
@@ -75,9 +82,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.DurationVar(&c.WorkerLease, "worker-lease", 10*time.Second, "how long the worker ID lease runs ahead; a node cut off from the quorum stops issuing IDs when it ends")
 	fs.Int64Var(&c.SegmentStep, "segment-step", 1000, "smallest segment a node fetches for a tag")
 	fs.StringVar(&c.Epoch, "epoch", def.Epoch.Format(time.RFC3339), "start of ID time, RFC 3339")
-	fs.IntVar(&c.Layout.TimeBits, "time-bits", def.TimeBits, "bits of milliseconds since the epoch")
+	fs.IntVar(&c.Layout.IDBits, "id-bits", def.IDBits, "bits an ID uses, 40..63 (53: JavaScript reads the IDs exactly); without widths, they are picked to fit")
+	fs.StringVar(&c.TimeUnit, "time-unit", "1ms", "what the time bits count: 1ms, 10ms or 1s (default 1ms for 63 --id-bits, else picked to fit: 10ms for 53)")
+	fs.IntVar(&c.Layout.TimeBits, "time-bits", def.TimeBits, "bits of time units since the epoch")
 	fs.IntVar(&c.Layout.WorkerBits, "worker-bits", def.WorkerBits, "bits of worker ID")
-	fs.IntVar(&c.Layout.SeqBits, "seq-bits", def.SeqBits, "bits of per-millisecond field (sequence and gene)")
+	fs.IntVar(&c.Layout.SeqBits, "seq-bits", def.SeqBits, "bits of per-time-unit field (sequence and gene)")
 	fs.IntVar(&c.Layout.GeneBits, "gene-bits", def.GeneBits, "low bits of the field holding the shard gene")
 	fs.DurationVar(&c.Window, "window", 3*time.Second, "how far ahead the high-water time is reserved on disk")
 	fs.DurationVar(&c.MaxBorrow, "max-borrow", time.Second, "how far IDs may run ahead of a clock that is behind")
@@ -113,6 +122,14 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 			}
 		}
 	})
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "time-bits", "worker-bits", "seq-bits", "gene-bits":
+			c.widthsGiven = true
+		case "time-unit":
+			c.unitGiven = true
+		}
+	})
 	return c, envErr
 }
 
@@ -124,6 +141,9 @@ func (c *Config) Validate() error {
 	}
 	if epoch.Nanosecond()%int(time.Millisecond) != 0 { // not UnixNano: it overflows after 2262
 		return errors.New("--epoch must be a whole millisecond")
+	}
+	if err := c.pickLayout(); err != nil {
+		return err
 	}
 	c.Layout.Epoch = epoch.UTC()
 	if err := c.Layout.Validate(); err != nil {
@@ -145,6 +165,12 @@ func (c *Config) Validate() error {
 		return errors.New("--recover-skip must be at least 1")
 	case c.MaxBorrow < 0:
 		return errors.New("--max-borrow must not be negative")
+	case c.MaxBorrow%c.Layout.Unit != 0:
+		return fmt.Errorf("--max-borrow %v is not a whole number of --time-unit %v", c.MaxBorrow, c.Layout.Unit)
+	case c.Window < 2*c.Layout.Unit:
+		return fmt.Errorf("--window %v is shorter than two --time-unit %v", c.Window, c.Layout.Unit)
+	case c.WorkerLease < 4*c.Layout.Unit:
+		return fmt.Errorf("--worker-lease %v is shorter than four --time-unit %v", c.WorkerLease, c.Layout.Unit)
 	case c.MaxBulk < 1024 || c.MaxBulk > 512<<20:
 		return fmt.Errorf("--max-bulk %d must be between 1024 and %d", c.MaxBulk, 512<<20)
 	case c.Dir == "":
@@ -213,6 +239,33 @@ func loopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// pickLayout reads --id-bits and --time-unit and, when no width was given
+// and they are not the default 63 bits of milliseconds, picks the widths
+// (engine.AutoLayout), and the unit too when it was not given
+// (engine.AutoUnit: 10ms for 53 bits).
+func (c *Config) pickLayout() error {
+	if c.Layout.IDBits < engine.MinIDBits || c.Layout.IDBits > engine.MaxIDBits {
+		return fmt.Errorf("--id-bits %d must be between %d and %d", c.Layout.IDBits, engine.MinIDBits, engine.MaxIDBits)
+	}
+	unit, err := time.ParseDuration(c.TimeUnit)
+	if err != nil || !slices.Contains(engine.Units, unit) {
+		return fmt.Errorf("--time-unit %q: 1ms, 10ms or 1s", c.TimeUnit)
+	}
+	if !c.unitGiven && !c.widthsGiven {
+		unit = engine.AutoUnit(c.Layout.IDBits)
+	}
+	c.Layout.Unit = unit
+	if c.widthsGiven {
+		return nil
+	}
+	auto, err := engine.AutoLayout(c.Layout.IDBits, unit)
+	if err != nil {
+		return err
+	}
+	c.Layout = auto
+	return nil
 }
 
 func (c *Config) level() slog.Level {

@@ -41,6 +41,7 @@ type Timing struct {
 	Confirm   time.Duration // members confirming they applied a SET
 	Call      time.Duration // one node-to-node request, answered after an Apply and a Confirm
 	Request   time.Duration // a client request that waits on the cluster
+	Autopilot time.Duration // autopilot's update and reconcile interval; a stats request gets half
 }
 
 // timingFor derives the budget from the Raft timings.
@@ -50,5 +51,6 @@ func timingFor(heartbeat, election time.Duration) Timing {
 	t.Confirm = max(4*election, 2*time.Second)
 	t.Call = t.Apply + t.Confirm + time.Second
 	t.Request = t.Call + time.Second
+	t.Autopilot = max(2*election, time.Second)
 	return t
 }

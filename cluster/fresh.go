@@ -137,11 +137,17 @@ func (f *fsm) releaseLapsed(nowMS int64) {
 
 // forgetRetired lets go of a member's retired worker IDs when the member
 // goes (FORGET, or a --recover that drops it): free above their lease
-// ends, as its current one is. The caller holds the lock.
-func (f *fsm) forgetRetired(m *member) {
+// ends, as its current one is. A departed node's lease end (which a SET
+// waits for) is raised to theirs: its buffered segment values run to the
+// latest lease it was granted, on any of its workers. The caller holds the
+// lock.
+func (f *fsm) forgetRetired(node string, m *member) {
 	for _, w := range m.Retired {
 		if ws := f.meta.Workers[w]; ws != nil {
 			ws.Forgotten = true
+			if end, ok := f.meta.Departed[node]; ok && ws.Node == node && ws.LeaseEnd > end {
+				f.meta.Departed[node] = ws.LeaseEnd
+			}
 		}
 	}
 }

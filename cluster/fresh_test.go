@@ -109,8 +109,22 @@ func TestFSMFreshWorker(t *testing.T) {
 	if !reflect.DeepEqual(h.retired("a"), f.retired("a")) || h.lease("a") != f.lease("a") {
 		t.Fatalf("after restore: %+v, want %+v", h.retired("a"), f.retired("a"))
 	}
-	// FORGET lets go of the retired workers too.
+	// FORGET lets go of the retired workers too, and a SET waits for the
+	// latest of their leases (a's buffered values run to it).
 	apply(newEntry(entryForget).string("a"))
+	if end := f.departedLeases()["a"]; end != 3*3600_000+2+10000 {
+		t.Fatalf("departed lease end %d", end)
+	}
+	// A retired worker whose lease runs past the current one's: the SET
+	// waits for the retired one.
+	g, _ := newFSM(openStore(t), 3)
+	applyEntry(t, g, 1, joinEntry("a", 1000))
+	applyEntry(t, g, 2, newEntry(entryLease).string("a").varint(0).varint(3*3600_000))
+	applyEntry(t, g, 3, freshEntry("a", 0, 2000))
+	applyEntry(t, g, 4, newEntry(entryForget).string("a"))
+	if end := g.departedLeases()["a"]; end != 3*3600_000 {
+		t.Fatalf("departed lease end %d, want the retired worker's 3h", end)
+	}
 	for _, w := range []int64{0, 1} {
 		if !f.meta.Workers[w].Forgotten {
 			t.Fatalf("worker %d still held after FORGET: %+v", w, f.meta.Workers[w])

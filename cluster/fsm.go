@@ -23,12 +23,12 @@ import (
 const (
 	entryAlloc  byte = 1 // group of (tag, n[, node, boot]): allocate n values of each (node and boot absent in old entries)
 	entrySet    byte = 2 // tag, v[, cond[, rev]]: set the tag to v (cond: setNX, setXX; rev: see applySet; absent in old entries)
-	entryJoin   byte = 3 // node ID, raft address, RESP address, now ms, lease ms: a new member, with a worker ID and its first lease
+	entryJoin   byte = 3 // node ID, raft address, RESP address, now ms, lease ms[, zone[, boot]]: a new member, with a worker ID and its first lease
 	entryForget byte = 4 // node ID: gone for good, its worker ID free for reuse above its last lease
 	// 5 was the replicated high-water, replaced by worker leases.
 	entryInit  byte = 6 // cluster ID, layout: the cluster's identity, once, at bootstrap
 	entryLease byte = 7 // node ID, worker ID, end ms[, incarnation]: extend the node's lease on its worker ID (incarnation: restart.go)
-	entryAddrs byte = 8 // node ID, raft address, RESP address: a member's new addresses
+	entryAddrs byte = 8 // node ID, raft address, RESP address[, zone]: a member's new addresses (and zone)
 	// entryRecover: node ID, now ms, value skip, time skip, new cluster ID:
 	// the node restarted the cluster alone after the quorum was lost for good
 	// (RecoverCluster).
@@ -36,6 +36,9 @@ const (
 	// entryAllocBy: group of (tag, n, node, boot): entryAlloc, naming the
 	// node and its process boot each allocation is for.
 	entryAllocBy byte = 10
+	// entryPublicKey: key: the cluster's public-ID key (engine.PublicIDs),
+	// made by the leader that proposes it; the first to commit stays.
+	entryPublicKey byte = 11
 )
 
 // Keys of the state machine in Pebble. fsmPrefix keys are replaced whole
@@ -110,6 +113,12 @@ type member struct {
 	Worker   int64  `json:"worker"`
 	RaftAddr string `json:"raft_addr"`
 	RESPAddr string `json:"resp_addr"`
+	Zone     string `json:"zone,omitempty"` // --zone: autopilot spreads voters over zones
+	// JoinBoot is the process that joined (its boot), and StartAboveMS what
+	// its join answered: the same process asking again, its first answer
+	// lost, gets the same answer.
+	JoinBoot     uint64 `json:"join_boot,omitempty"`
+	StartAboveMS int64  `json:"start_above_ms,omitempty"`
 	// Incarnation is the latest start of the node its lease renewals
 	// carried (restart.go): a start from a directory that says less runs
 	// on a restored copy.
@@ -136,6 +145,13 @@ type meta struct {
 	Layout  string                 `json:"layout"`  // ID layout and epoch, cluster-wide
 	Members map[string]*member     `json:"members"`
 	Workers map[int64]*workerState `json:"workers"`
+	// PublicKey is the public-ID key, from entryPublicKey: in the store and
+	// every snapshot, so whoever reads a data directory can reverse public IDs.
+	PublicKey []byte `json:"public_key,omitempty"`
+	// Departed is the lease end of each member removed (FORGET, autopilot)
+	// whose lease may not have ended: a SET waits for it. A join prunes
+	// the ones that ended before its time.
+	Departed map[string]int64 `json:"departed,omitempty"`
 	// TagBase: a tag this state does not hold starts above it. A restore
 	// (restore.go) raises it, since the node it restores may have created
 	// tags after the copy was taken.
@@ -354,6 +370,9 @@ var applyTable = map[byte]func(*fsm, *decoder, *persist.Batch, *changes) any{
 	entryAddrs:   (*fsm).applyAddrs,
 	entryRecover: (*fsm).applyRecover,
 	entryFresh:   (*fsm).applyFresh,
+
+	// Public IDs.
+	entryPublicKey: (*fsm).applyPublicKey,
 }
 
 func (f *fsm) applyAlloc(d *decoder, b *persist.Batch, _ *changes) any {
@@ -450,9 +469,19 @@ func (f *fsm) applySet(d *decoder, b *persist.Batch, _ *changes) any {
 func (f *fsm) applyJoin(d *decoder, b *persist.Batch, ch *changes) any {
 	node, raftAddr, respAddr := d.string(), d.string(), d.string()
 	nowMS, leaseMS := d.varint(), d.varint()
+	zone := d.optString()
+	var boot uint64
+	if len(d.b) > 0 {
+		boot = d.uvarint()
+	}
 	d.end()
 	if _, known := f.meta.Members[node]; known {
 		return joinResult{Err: fmt.Errorf("%w: node %q is already a member", ErrRefused, node)}
+	}
+	for gone, end := range f.meta.Departed {
+		if end+leaseSkew.Milliseconds() < nowMS {
+			delete(f.meta.Departed, gone)
+		}
 	}
 	// The lowest worker ID that no member holds: never used, or forgotten.
 	// A reused one starts above its previous holder's last lease, which that
@@ -468,7 +497,8 @@ func (f *fsm) applyJoin(d *decoder, b *persist.Batch, ch *changes) any {
 		}
 		res.LeaseEndMS = max(nowMS, res.StartAboveMS) + leaseMS
 		f.meta.Workers[w] = &workerState{Node: node, LeaseEnd: res.LeaseEndMS}
-		f.meta.Members[node] = &member{Worker: w, RaftAddr: raftAddr, RESPAddr: respAddr}
+		f.meta.Members[node] = &member{Worker: w, RaftAddr: raftAddr, RESPAddr: respAddr, Zone: zone,
+			JoinBoot: boot, StartAboveMS: res.StartAboveMS}
 		ch.members = true
 		return res
 	}
@@ -477,12 +507,17 @@ func (f *fsm) applyJoin(d *decoder, b *persist.Batch, ch *changes) any {
 
 func (f *fsm) applyAddrs(d *decoder, b *persist.Batch, ch *changes) any {
 	node, raftAddr, respAddr := d.string(), d.string(), d.string()
+	hasZone := len(d.b) > 0
+	zone := d.optString()
 	d.end()
 	m, ok := f.meta.Members[node]
 	if !ok {
 		return fmt.Errorf("%w: node %q is not a member", ErrNotMember, node)
 	}
 	m.RaftAddr, m.RESPAddr = raftAddr, respAddr
+	if hasZone {
+		m.Zone = zone
+	}
 	ch.members = true
 	return nil
 }
@@ -497,8 +532,14 @@ func (f *fsm) applyForget(d *decoder, b *persist.Batch, ch *changes) any {
 	delete(f.meta.Members, node)
 	if ws := f.meta.Workers[m.Worker]; ws != nil {
 		ws.Forgotten = true
+		if ws.Node == node {
+			if f.meta.Departed == nil {
+				f.meta.Departed = map[string]int64{}
+			}
+			f.meta.Departed[node] = ws.LeaseEnd
+		}
 	}
-	f.forgetRetired(m)
+	f.forgetRetired(node, m)
 	ch.members = true
 	return nil
 }
@@ -562,7 +603,7 @@ func (f *fsm) applyRecover(d *decoder, b *persist.Batch, ch *changes) any {
 		if ws := f.meta.Workers[m.Worker]; ws != nil {
 			ws.Forgotten = true
 		}
-		f.forgetRetired(m)
+		f.forgetRetired(id, m)
 	}
 	for _, ws := range f.meta.Workers {
 		if ws.Node != node {
@@ -581,6 +622,25 @@ func (f *fsm) applyInit(d *decoder, b *persist.Batch, _ *changes) any {
 	}
 	f.meta.Cluster, f.meta.Layout = id, layout
 	return nil
+}
+
+// applyPublicKey stores the cluster's public-ID key once; a later one
+// (two leaders proposed one each) changes nothing. It answers the key that
+// stays.
+func (f *fsm) applyPublicKey(d *decoder, b *persist.Batch, _ *changes) any {
+	key := d.string()
+	d.end()
+	if f.meta.PublicKey == nil && len(key) == engine.PublicKeyLen {
+		f.meta.PublicKey = []byte(key)
+	}
+	return f.meta.PublicKey
+}
+
+// publicKey is the public-ID key, nil before entryPublicKey.
+func (f *fsm) publicKey() []byte {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.meta.PublicKey
 }
 
 // snapshotState is the whole state, as a snapshot holds it.
@@ -700,6 +760,13 @@ func (f *fsm) lease(node string) int64 {
 	return 0
 }
 
+// departedLeases copies Departed: removed members and their lease ends.
+func (f *fsm) departedLeases() map[string]int64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return maps.Clone(f.meta.Departed)
+}
+
 // freeWorker is the worker ID the next join would get, -1 when none is free.
 func (f *fsm) freeWorker() int64 {
 	f.mu.RLock()
@@ -710,6 +777,19 @@ func (f *fsm) freeWorker() int64 {
 		}
 	}
 	return -1
+}
+
+// freeWorkers counts the worker IDs no member holds.
+func (f *fsm) freeWorkers() int64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	free := int64(0)
+	for w := int64(0); w <= f.maxWorker; w++ {
+		if ws := f.meta.Workers[w]; ws == nil || ws.Forgotten {
+			free++
+		}
+	}
+	return free
 }
 
 // identity is the cluster ID and layout from entryInit, "" before it.
@@ -729,7 +809,7 @@ func (f *fsm) applied() uint64 {
 func (f *fsm) memberList() []MemberStatus {
 	var out []MemberStatus
 	for id, m := range *f.members.Load() {
-		out = append(out, MemberStatus{NodeID: id, Worker: m.Worker, RaftAddr: m.RaftAddr, RESPAddr: m.RESPAddr})
+		out = append(out, MemberStatus{NodeID: id, Worker: m.Worker, RaftAddr: m.RaftAddr, RESPAddr: m.RESPAddr, Zone: m.Zone})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].NodeID < out[j].NodeID })
 	return out
@@ -787,6 +867,15 @@ func (d *decoder) string() string {
 	s := string(d.b[:n])
 	d.b = d.b[n:]
 	return s
+}
+
+// optString reads a string added to an entry type after entries of it
+// were written: "" at the end of an older entry.
+func (d *decoder) optString() string {
+	if len(d.b) == 0 {
+		return ""
+	}
+	return d.string()
 }
 
 func (d *decoder) end() {

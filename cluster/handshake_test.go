@@ -213,7 +213,7 @@ func TestHandshake(t *testing.T) {
 			return
 		}
 		defer c.Close()
-		hello := make([]byte, 3+2+nonceSize)
+		hello := make([]byte, 3+2+1+nonceSize) // kind, lengths, "c1", an empty target, the nonce
 		io.ReadFull(c, hello)
 		c.Write(make([]byte, nonceSize))
 		io.ReadFull(c, make([]byte, 32))
@@ -323,11 +323,11 @@ func TestRefusalLogIsBounded(t *testing.T) {
 	log := &syncBuffer{}
 	m := &mux{log: slog.New(slog.NewTextHandler(log, nil)), closed: make(chan struct{})}
 	for i := 0; i < 250; i++ {
-		m.logUnproved("127.0.0.1:9", errors.New("wrong proof"))
+		m.logRefusal(unprovedMsg, "127.0.0.1:9", errors.New("wrong proof"))
 	}
 	m.lastLog.Add(-int64(time.Minute))
-	m.logUnproved("127.0.0.1:9", errors.New("wrong proof"))
-	m.logUnproved("127.0.0.1:9", errors.New("wrong proof"))
+	m.logRefusal(unprovedMsg, "127.0.0.1:9", errors.New("wrong proof"))
+	m.logRefusal(unprovedMsg, "127.0.0.1:9", errors.New("wrong proof"))
 	var counts []string
 	for _, line := range strings.Split(strings.TrimSpace(log.String()), "\n") {
 		counts = append(counts, line[strings.LastIndex(line, "=")+1:])
@@ -383,6 +383,51 @@ func TestHandshakesUnderWayAreBounded(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("no way in once the silent connections were gone: %v", err)
+		}
+	}
+}
+
+// TestRaftStreamForAnotherNodeIsRefused: a Raft stream whose dialer reaches
+// for a member at this address (the state machine's member there) is
+// taken only by that member: a new node at a dead member's address, with
+// an empty disk, never stands in for it in Raft.
+func TestRaftStreamForAnotherNodeIsRefused(t *testing.T) {
+	m, log, _ := acceptorMux(t, "pw")
+	m.nodeID = "n-new"
+	addr := m.addr.String()
+	dialFor := func(target string) {
+		t.Helper()
+		d := dialerMux(tcpNetwork{}, "pw", "c1")
+		d.nodeAt = func(a string) string {
+			if a != addr {
+				t.Errorf("looked up %s, dialled %s", a, addr)
+			}
+			return target
+		}
+		conn, err := d.dial(addr, streamRaft, 2*time.Second)
+		if err != nil {
+			t.Fatalf("dial for %q: %v", target, err)
+		}
+		conn.Close()
+	}
+	taken := func() bool {
+		select {
+		case c := <-m.raftConns:
+			c.Close()
+			return true
+		case <-time.After(time.Second):
+			return false
+		}
+	}
+	dialFor("n-old")
+	waitLog(t, log, "refused a Raft stream for another node", "a Raft stream for node n-old reached node n-new")
+	if taken() {
+		t.Fatal("a Raft stream for n-old reached n-new's Raft")
+	}
+	for _, target := range []string{"n-new", ""} { // its own ID, or a dialer that does not know who is there
+		dialFor(target)
+		if !taken() {
+			t.Fatalf("a Raft stream for %q was not taken", target)
 		}
 	}
 }

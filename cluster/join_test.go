@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	idnode "idserver/node"
 )
 
@@ -188,4 +190,92 @@ func TestJoinerCutOffMidJoinKeepsTheQuorum(t *testing.T) {
 	if _, err := n4.rdb.Do(ctx, "INCR", "on-n4").Int64(); err != nil {
 		t.Fatalf("INCR on the promoted joiner: %v", err)
 	}
+}
+
+// TestRemovedCutOffNodeStopsAtItsLeaseEnd: a member cut off from the others
+// with values in its segment buffers is removed (FORGET, as autopilot's
+// removal does; it cannot be told). It hands out its buffered values only
+// until its lease ends, and a SET on the others waits for that end before
+// it answers: no value at or below the acknowledged SET comes out of it.
+func TestRemovedCutOffNodeStopsAtItsLeaseEnd(t *testing.T) {
+	lease := func(c *idnode.Config) { c.WorkerLease = 2 * time.Second }
+	n1, err := openNode(t, "n1", t.TempDir(), nil, lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n2, err := openNode(t, "n2", t.TempDir(), n1, lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n3, err := openNode(t, "n3", t.TempDir(), n1, lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for range 5 {
+		if err := n3.rdb.Do(ctx, "INCR", "cut").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // the spare segment lands
+	n3.stream.partition(true)
+	// n3 may have led: the other two elect a leader first (a FORGET may
+	// meet the change of leadership; it is retried, as an operator would).
+	var l *node
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		l = leader(t, []*node{n1, n2})
+		err := l.rdb.Do(ctx, "CLUSTER", "FORGET", "n3").Err()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("FORGET n3: %v", err)
+		}
+	}
+	// n3 does not know; it serves from its buffers until its lease ends.
+	var fromN3 []int64
+	stopped := make(chan time.Time, 1)
+	var why error
+	go func() {
+		// Slowly enough that the buffers (two segments of 100) last the
+		// whole 10 s: only the lease end can stop it.
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(60 * time.Millisecond) {
+			v, err := n3.rdb.Do(ctx, "INCR", "cut").Int64()
+			if err != nil {
+				why = err
+				stopped <- time.Now()
+				return
+			}
+			fromN3 = append(fromN3, v)
+		}
+		stopped <- time.Time{}
+	}()
+	high, err := l.rdb.Do(ctx, "GET", "cut").Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	setAt := time.Now()
+	// The SET waits up to the lease (2 s) and the clock skew allowed (1 s):
+	// longer than go-redis's default read timeout.
+	patient := redis.NewClient(&redis.Options{Addr: l.addr, MaxRetries: -1, ReadTimeout: 20 * time.Second})
+	defer patient.Close()
+	if err := patient.Do(ctx, "SET", "cut", high+10).Err(); err != nil {
+		t.Fatalf("SET after the removal: %v", err)
+	}
+	acked := time.Now()
+	end := <-stopped
+	if end.IsZero() {
+		t.Fatalf("the removed, cut-off node kept handing out buffered values for 10 s (%d of them)", len(fromN3))
+	}
+	if !strings.Contains(why.Error(), "worker lease ended") {
+		t.Fatalf("the removed node stopped with %v, want its lease end", why)
+	}
+	if end.After(acked) {
+		t.Fatalf("the SET was acknowledged at %v, before the removed node stopped at %v", acked.Sub(setAt), end.Sub(setAt))
+	}
+	if v, err := n3.rdb.Do(ctx, "INCR", "cut").Int64(); err == nil {
+		t.Fatalf("the removed node handed out %d after the SET of %d was acknowledged", v, high+10)
+	}
+	t.Logf("removed while cut off: %d buffered values handed out, then TRYAGAIN; the SET waited %v for its lease to end",
+		len(fromN3), acked.Sub(setAt).Round(time.Millisecond))
 }

@@ -1,15 +1,18 @@
 package cluster
 
 // Leadership: who leads, waiting for a leader, proposing entries, and what a
-// leader does in the background (storing the identity, promoting joiners).
+// leader does in the background (storing the identity, running autopilot).
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"idserver/engine"
 )
 
 // IsLeader reports whether this node leads.
@@ -46,8 +49,9 @@ func (c *Cluster) WaitForLeader(ctx context.Context) (string, error) {
 	}
 }
 
-// watchRole logs role changes, and as the leader of a cluster whose
-// identity is not yet in the state machine, commits it.
+// watchRole logs role changes, runs autopilot while this node leads, and as
+// the leader of a cluster whose identity is not yet in the state machine,
+// commits it.
 func (c *Cluster) watchRole() {
 	defer c.stopped.Done()
 	obs := make(chan raft.Observation, 16)
@@ -72,11 +76,30 @@ func (c *Cluster) watchRole() {
 				c.log.Warn("cannot store the cluster identity yet", "err", err)
 			}
 		}
-		if c.IsLeader() {
-			c.promoteCaughtUp()
+		if c.fsm.publicKey() == nil && c.IsLeader() && c.ClusterID() != "" {
+			c.proposePublicKey()
 		}
+		c.pilot.steer(c.IsLeader())
 	}
 }
+
+// proposePublicKey commits the cluster's public-ID key: this node's
+// --public-key, or a new random one. It runs once per cluster (at
+// bootstrap, or on the first leader of this version in an older cluster).
+func (c *Cluster) proposePublicKey() {
+	key := c.cfg.PublicKey
+	if key == nil {
+		key = make([]byte, engine.PublicKeyLen)
+		rand.Read(key)
+	}
+	if _, err := c.apply(newEntry(entryPublicKey).string(string(key))); err != nil {
+		c.log.Warn("cannot store the public-ID key yet", "err", err)
+	}
+}
+
+// PublicKey is the cluster's public-ID key, committed through Raft; nil
+// until this node has applied it.
+func (c *Cluster) PublicKey() []byte { return c.fsm.publicKey() }
 
 // apply proposes one entry on this node, which must lead.
 func (c *Cluster) apply(entry []byte) (any, error) {

@@ -1,18 +1,24 @@
 package cluster
 
-// Membership: joins (checked before anything changes), admission, promotion
-// of non-voters, FORGET, and what a node knows of the configuration.
+// Membership: joins (checked before anything changes), admission, a
+// replacement at a dead member's address, FORGET (by the operator or by
+// autopilot, autopilot.go), and what a node knows of the configuration.
 
 import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/raft"
+
+	"idserver/engine"
 )
 
-// Join checks a node and makes it a member: a voter with a worker ID and a
-// lease, or, for a member that restarted, records its new addresses. The
+// Join checks a node and makes it a member: a non-voter with a worker ID
+// and a lease (autopilot makes it a voter if the cluster wants one more),
+// or, for a member that restarted, records its new addresses. A member
+// that held its address and is not there any more is removed first. The
 // check runs before anything changes: the node must answer on raftAddr as
 // node, with no other cluster's state, this cluster's layout, and a data
 // directory that is not empty if node is already a member. A refused join
@@ -68,16 +74,22 @@ func (c *Cluster) join(ctx context.Context, node, raftAddr, respAddr string) (Jo
 	case id.Layout != c.cfg.Layout.String():
 		return refuse("its ID layout [%s] differs from this cluster's [%s]: start it with this cluster's layout flags and an empty --dir",
 			id.Layout, c.cfg.Layout.String())
+	case member && !id.HasWorker && id.Boot != 0 && m.JoinBoot == id.Boot:
+		// The process this join admitted asks again: its first answer was
+		// lost (a late read, a leadership change as the entry committed).
+		c.log.Info("join answered again: the same process asked twice", "node", node, "worker", m.Worker)
+		return JoinResult{Worker: m.Worker, StartAboveMS: m.StartAboveMS, LeaseEndMS: c.fsm.lease(node)}, nil
 	case member && !id.HasWorker:
 		return refuse("it is still a member (worker ID %d) but its data directory is empty (a replaced disk?), "+
 			"and what it issued is lost with it: CLUSTER FORGET %s first, or start it with a new --node-id", m.Worker, node)
 	case !member && id.HasWorker:
 		return refuse("its data directory holds a worker ID, but it is not a member (it was forgotten): " +
 			"start it with an empty --dir to join again")
+	case id.PublicKey != "" && c.fsm.publicKey() != nil && id.PublicKey != engine.PublicKeyFingerprint(c.fsm.publicKey()):
+		return refuse("its --public-key (fingerprint %s) differs from this cluster's public-ID key (fingerprint %s): "+
+			"start it with this cluster's key, or without --public-key", id.PublicKey, engine.PublicKeyFingerprint(c.fsm.publicKey()))
 	case id.RESPAddr != "" && id.RESPAddr != respAddr:
 		return refuse("the node at %s says its RESP address is %s, not %s", raftAddr, id.RESPAddr, respAddr)
-	case !member && c.fsm.freeWorker() < 0:
-		return refuse("no free worker ID: all %d are held; CLUSTER FORGET a node that is gone", c.cfg.Layout.MaxWorker()+1)
 	}
 	if member && m.RaftAddr != raftAddr && node != c.cfg.NodeID {
 		// A move is a restart on a new address, unless the old address
@@ -91,24 +103,33 @@ func (c *Cluster) join(ctx context.Context, node, raftAddr, respAddr string) (Jo
 				"(a copied data directory?) must be stopped, and started on an empty --dir to join", node, m.RaftAddr, raftAddr)
 		}
 	}
+	if node != c.cfg.NodeID {
+		if err := c.replaceAt(ctx, node, raftAddr, respAddr); err != nil {
+			return refuse("%v", err)
+		}
+	}
+	if !member && c.fsm.freeWorker() < 0 {
+		return refuse("no free worker ID: all %d are held by members; a member not heard from for --dead-member-after (%v) is removed "+
+			"and frees its ID, or CLUSTER FORGET a node that is gone", c.cfg.Layout.MaxWorker()+1, c.cfg.DeadMemberAfter)
+	}
 	if member {
-		// A member that restarted, perhaps on new addresses. One that is
-		// a non-voter (it joined but was not promoted: killed while it
-		// caught up, or the leader changed), or out of the configuration
-		// and back on a new address, is promoted once caught up.
+		// A member that restarted, perhaps on new addresses. One out of
+		// the Raft configuration (a FORGET half done, or autopilot took it
+		// for a stray) enters again as a non-voter; autopilot decides
+		// whether it votes.
 		switch suffrage := c.suffrageOf(node); {
-		case node != c.cfg.NodeID && (suffrage == "nonvoter" || suffrage == "staging" || suffrage == "none" && m.RaftAddr != raftAddr):
+		case node == c.cfg.NodeID:
+		case suffrage == "none" || suffrage != "voter" && m.RaftAddr != raftAddr:
 			if err := c.raft.AddNonvoter(raft.ServerID(node), raft.ServerAddress(raftAddr), 0, c.timing.Apply).Error(); err != nil {
 				return JoinResult{}, fmt.Errorf("%w: add non-voter: %v", ErrNoLeader, err)
 			}
-			go c.promoteWhenCaughtUp(node, raftAddr, c.raft.LastIndex())
 		case m.RaftAddr != raftAddr:
 			if err := c.raft.AddVoter(raft.ServerID(node), raft.ServerAddress(raftAddr), 0, c.timing.Apply).Error(); err != nil {
 				return JoinResult{}, fmt.Errorf("%w: add voter: %v", ErrNoLeader, err)
 			}
 		}
-		if m.RaftAddr != raftAddr || m.RESPAddr != respAddr {
-			resp, err := c.apply(newEntry(entryAddrs).string(node).string(raftAddr).string(respAddr))
+		if m.RaftAddr != raftAddr || m.RESPAddr != respAddr || m.Zone != id.Zone {
+			resp, err := c.apply(newEntry(entryAddrs).string(node).string(raftAddr).string(respAddr).string(id.Zone))
 			if err != nil {
 				return JoinResult{}, err
 			}
@@ -125,12 +146,16 @@ func (c *Cluster) join(ctx context.Context, node, raftAddr, respAddr string) (Jo
 		// A non-voter first: while it catches up, and if it dies before it
 		// has, it counts towards no majority, so a joiner killed mid-join
 		// cannot take the quorum away (a voter that never answers would).
+		// Autopilot promotes it once it is healthy and stable, if the
+		// cluster has fewer voters than it wants.
+		c.pilot.join(node, raftAddr)
+		defer c.pilot.joined(node)
 		if err := c.raft.AddNonvoter(raft.ServerID(node), raft.ServerAddress(raftAddr), 0, c.timing.Apply).Error(); err != nil {
 			return JoinResult{}, fmt.Errorf("%w: add non-voter: %v", ErrNoLeader, err)
 		}
 	}
-	resp, index, err := c.applyIndex(newEntry(entryJoin).string(node).string(raftAddr).string(respAddr).
-		varint(c.nowMS()).varint(c.cfg.WorkerLease.Milliseconds()))
+	resp, err := c.apply(newEntry(entryJoin).string(node).string(raftAddr).string(respAddr).
+		varint(c.nowMS()).varint(c.cfg.WorkerLease.Milliseconds()).string(id.Zone).uvarint(id.Boot))
 	if err != nil {
 		return JoinResult{}, err
 	}
@@ -145,16 +170,57 @@ func (c *Cluster) join(ctx context.Context, node, raftAddr, respAddr string) (Jo
 		}
 		return JoinResult{}, jr.Err
 	}
-	if node != c.cfg.NodeID {
-		// The join answers now, as fast as it did when the joiner was
-		// added as a voter at once: a joiner whose answer is late retries
-		// (its read times out after 3 s), and is refused as a member with
-		// an empty directory.
-		go c.promoteWhenCaughtUp(node, raftAddr, index)
-	}
-	c.log.Info("member joined", "node", node, "worker", jr.Worker, "raft", raftAddr, "resp", respAddr,
+	c.log.Info("member joined", "node", node, "worker", jr.Worker, "raft", raftAddr, "resp", respAddr, "zone", id.Zone,
 		"start_above_ms", jr.StartAboveMS, "lease_end_ms", jr.LeaseEndMS)
 	return JoinResult{Worker: jr.Worker, StartAboveMS: jr.StartAboveMS, LeaseEndMS: jr.LeaseEndMS}, nil
+}
+
+// replaceAt makes room for node at raftAddr and respAddr: a member that
+// had either address and is not there any more (the Raft address answered
+// as node; a member that only shared the RESP address is asked at its own
+// Raft address) is removed as FORGET removes it, and so is a server of the
+// Raft configuration at raftAddr that is no member. This is a pod
+// rescheduled with an empty volume under the same name: without it the
+// dead member would hold the address until someone forgot it. A member
+// that still answers as itself is an error: two processes claim one
+// address.
+func (c *Cluster) replaceAt(ctx context.Context, node, raftAddr, respAddr string) error {
+	for _, other := range c.fsm.memberList() {
+		if other.NodeID == node || other.NodeID == c.cfg.NodeID || other.RaftAddr != raftAddr && other.RESPAddr != respAddr {
+			continue
+		}
+		if other.RaftAddr != raftAddr {
+			octx, cancel := context.WithTimeout(ctx, c.timing.Election*2)
+			resp, err := c.call(octx, other.RaftAddr, &request{Op: opIdentify})
+			cancel()
+			if err == nil && resp.Identity != nil && resp.Identity.Node == other.NodeID {
+				return fmt.Errorf("member %s still answers at %s and advertises the same RESP address %s: give each node its own --advertise",
+					other.NodeID, other.RaftAddr, respAddr)
+			}
+		}
+		c.log.Warn("replacing a member that is no longer at its address", "member", other.NodeID, "raft", other.RaftAddr,
+			"resp", other.RESPAddr, "by", node)
+		if err := c.forget(other.NodeID); err != nil {
+			return fmt.Errorf("member %s held its address and could not be removed yet (%v); the join may be retried", other.NodeID, err)
+		}
+	}
+	cf := c.raft.GetConfiguration()
+	if cf.Error() != nil {
+		return nil
+	}
+	for _, s := range cf.Configuration().Servers {
+		if string(s.Address) != raftAddr || string(s.ID) == node {
+			continue
+		}
+		if _, member := c.fsm.member(string(s.ID)); member {
+			continue // a member's; handled above (or its join is in flight)
+		}
+		if err := c.raft.RemoveServer(s.ID, 0, c.timing.Apply).Error(); err != nil {
+			return fmt.Errorf("a stray server %s holds the address %s and could not be removed yet (%v)", s.ID, raftAddr, err)
+		}
+		c.log.Info("stray server removed from the configuration", "node", s.ID, "raft", raftAddr)
+	}
+	return nil
 }
 
 // suffrage is this node's standing in its latest Raft configuration.
@@ -175,69 +241,15 @@ func (c *Cluster) suffrageOf(node string) string {
 	return "none"
 }
 
-// promoteWhenCaughtUp promotes a member that joined as a non-voter once
-// it has applied index, waiting up to a node-to-node call's budget; after
-// that the leader's promoteCaughtUp keeps trying. Until then the node shows
-// raft_suffrage:nonvoter in CLUSTER INFO.
-func (c *Cluster) promoteWhenCaughtUp(node, raftAddr string, index uint64) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.timing.Call)
-	defer cancel()
-	go func() {
-		select {
-		case <-c.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	if err := c.promote(ctx, node, raftAddr, index); err != nil {
-		c.log.Warn("member not promoted yet: it stays a non-voter until it has caught up", "node", node, "err", err)
-	}
-}
-
-// promote makes node, a non-voter, a voter once it has applied index (it
-// caught up with the log that made it a member), waiting for that as long
-// as ctx allows, so that it counts towards a majority only when it can
-// take part in one.
-func (c *Cluster) promote(ctx context.Context, node, raftAddr string, index uint64) error {
-	_, err := c.call(ctx, raftAddr, &request{Op: opApplied, Index: index})
-	if err != nil {
-		return fmt.Errorf("%w: node %s has not caught up to index %d yet: %v", ErrNoLeader, node, index, err)
-	}
-	if err := c.raft.AddVoter(raft.ServerID(node), raft.ServerAddress(raftAddr), 0, c.timing.Apply).Error(); err != nil {
-		return fmt.Errorf("%w: add voter: %v", ErrNoLeader, err)
-	}
-	c.log.Info("member promoted to voter", "node", node, "index", index)
-	return nil
-}
-
-// promoteCaughtUp promotes the non-voting members that have caught up: a
-// joiner whose promotion failed (it was slow, or the leader changed) is not
-// left out of the majority for good.
-func (c *Cluster) promoteCaughtUp() {
-	cf := c.raft.GetConfiguration()
-	if cf.Error() != nil {
-		return
-	}
-	for _, s := range cf.Configuration().Servers {
-		if s.Suffrage == raft.Voter {
-			continue
-		}
-		if _, member := c.fsm.member(string(s.ID)); !member {
-			continue // a joiner not yet a member, or a stray: its join or FORGET decides
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*c.timing.Election)
-		if err := c.promote(ctx, string(s.ID), string(s.Address), c.raft.LastIndex()); err != nil {
-			c.log.Debug("non-voting member not promoted yet", "node", s.ID, "err", err)
-		}
-		cancel()
-	}
-}
-
 // identity is what this node says of itself to a node checking a join.
 func (c *Cluster) identity() (Identity, error) {
 	_, _, has, err := c.cfg.Store.Worker()
-	return Identity{Node: c.cfg.NodeID, Cluster: c.ClusterID(), Layout: c.cfg.Layout.String(), HasWorker: has,
-		RESPAddr: c.cfg.RESPAddr}, err
+	id := Identity{Node: c.cfg.NodeID, Cluster: c.ClusterID(), Layout: c.cfg.Layout.String(), HasWorker: has,
+		RESPAddr: c.cfg.RESPAddr, Zone: c.cfg.Zone, Boot: c.boot}
+	if c.cfg.PublicKey != nil {
+		id.PublicKey = engine.PublicKeyFingerprint(c.cfg.PublicKey)
+	}
+	return id, err
 }
 
 // admit makes this node, which belongs to no cluster yet, a node of
@@ -313,11 +325,57 @@ func (c *Cluster) forget(node string) error {
 	}
 	// Tell the node, if it still runs, best effort and only now that it is
 	// forgotten for good, to drop its buffered values: a SET after the
-	// FORGET does not reach it. One cut off keeps them (README, Not there yet).
+	// FORGET does not reach it. One cut off stops when its lease ends, and
+	// a SET waits for that (waitDeparted) unless the node confirmed here.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*c.timing.Election)
-	c.call(ctx, m.RaftAddr, &request{Op: opForgotten, Node: node})
+	_, err = c.call(ctx, m.RaftAddr, &request{Op: opForgotten, Node: node})
 	cancel()
-	c.log.Info("member forgotten", "node", node)
+	if err == nil {
+		c.departedMu.Lock()
+		c.confirmedGone[node] = true
+		c.departedMu.Unlock()
+	}
+	c.log.Info("member forgotten", "node", node, "confirmed_by_it", err == nil)
+	return nil
+}
+
+// leaseSkew is how far apart the members' wall clocks may be: a removed
+// node stops handing out values when its own clock passes its lease end, so
+// a SET waits for the leader's clock to pass it by this much more.
+const leaseSkew = time.Second
+
+// waitDeparted returns once every member removed while it could still
+// hand out values has stopped: it confirmed its removal to this leader, or
+// its lease has ended (a removed node that still runs, cut off, stops at
+// its lease end: IDs, and buffered segment values too). A SET calls it
+// before its fence: values the removed node buffered cannot come out after
+// the SET. It waits at most as long as ctx allows; past that it is
+// ErrUnconfirmed, naming the node and when its lease ends.
+func (c *Cluster) waitDeparted(ctx context.Context) error {
+	for node, endMS := range c.fsm.departedLeases() {
+		c.departedMu.Lock()
+		confirmed := c.confirmedGone[node]
+		c.departedMu.Unlock()
+		if confirmed {
+			continue
+		}
+		wait := time.Duration(endMS-c.nowMS())*time.Millisecond + leaseSkew
+		if wait <= 0 {
+			continue
+		}
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < wait {
+			return fmt.Errorf("%w: node %s was removed from the cluster and may hand out its buffered values until its lease ends in %v; "+
+				"retrying then is safe", ErrUnconfirmed, node, wait.Round(time.Millisecond))
+		}
+		c.log.Info("a SET waits for a removed member's lease to end", "node", node, "wait", wait.Round(time.Millisecond).String())
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w: waiting for removed node %s's lease to end: %v", ErrUnconfirmed, node, ctx.Err())
+		}
+	}
 	return nil
 }
 
@@ -342,4 +400,15 @@ func (c *Cluster) PeerAddrs() []string {
 		}
 	}
 	return out
+}
+
+// memberAt is the member whose Raft address is addr, as this node's state
+// machine has it ("" for none: a joiner not yet a member). It takes no lock.
+func (c *Cluster) memberAt(addr string) string {
+	for id, m := range *c.fsm.members.Load() {
+		if m.RaftAddr == addr {
+			return id
+		}
+	}
+	return ""
 }

@@ -36,12 +36,18 @@ const (
 // side proves it knows the cluster secret (--cluster-secret, or
 // --requirepass), before a byte of a Raft RPC or a request is read:
 //
-//	dialer:   helloV1, kind, len(cluster ID), cluster ID, dialer nonce
+//	dialer:   helloV1, kind, len(cluster ID), cluster ID, len(target), target, dialer nonce
 //	acceptor: acceptor nonce
 //	dialer:   HMAC-SHA256(secret, "dialer" | transcript)
 //	acceptor: HMAC-SHA256(secret, "acceptor" | transcript)
 //
-// The transcript is the kind, the dialer's cluster ID and both nonces, so
+// The target is the node ID a Raft stream's dialer reaches for at that
+// address ("" when it does not know it, and for node-to-node requests): an
+// acceptor of another node ID refuses it, so a new node at a member's
+// address (a replaced pod with an empty disk) never stands in for that
+// member in Raft, voting or acknowledging entries with a log it never had.
+//
+// The transcript is the kind, the dialer's cluster ID, the target and both nonces, so
 // a proof is good for one connection, one direction and one kind only. The
 // dialer proves first: a process without the secret gets nothing keyed by
 // it (nothing to guess the secret from offline). The acceptor proves back:
@@ -60,6 +66,7 @@ const (
 type handshake struct {
 	kind                       byte
 	cluster                    string // the dialer's cluster ID, "" before it belongs to one
+	target                     string // the node ID the dialer reaches for, "" when unknown
 	dialerNonce, acceptorNonce [nonceSize]byte
 }
 
@@ -69,6 +76,8 @@ func (h *handshake) proof(secret []byte, role string) []byte {
 	mac.Write([]byte("idserver raft port v1 " + role + "\x00"))
 	mac.Write([]byte{h.kind, byte(len(h.cluster))})
 	mac.Write([]byte(h.cluster))
+	mac.Write([]byte{byte(len(h.target))})
+	mac.Write([]byte(h.target))
 	mac.Write(h.dialerNonce[:])
 	mac.Write(h.acceptorNonce[:])
 	return mac.Sum(nil)
@@ -76,10 +85,11 @@ func (h *handshake) proof(secret []byte, role string) []byte {
 
 // openAsDialer runs the dialer's side of the handshake on conn, whose
 // deadline the caller has set.
-func (m *mux) openAsDialer(conn net.Conn, kind byte) error {
-	h := handshake{kind: kind, cluster: m.clusterID()}
+func (m *mux) openAsDialer(conn net.Conn, kind byte, target string) error {
+	h := handshake{kind: kind, cluster: m.clusterID(), target: target}
 	rand.Read(h.dialerNonce[:])
 	hello := append([]byte{helloV1, kind, byte(len(h.cluster))}, h.cluster...)
+	hello = append(append(hello, byte(len(target))), target...)
 	if _, err := conn.Write(append(hello, h.dialerNonce[:]...)); err != nil {
 		return err
 	}
@@ -112,12 +122,17 @@ func (m *mux) openAsAcceptor(conn net.Conn) (*handshake, error) {
 	if hdr[1] != streamRaft && hdr[1] != streamRPC {
 		return nil, fmt.Errorf("unknown stream kind %q", hdr[1])
 	}
-	rest := make([]byte, int(hdr[2])+nonceSize)
+	rest := make([]byte, int(hdr[2])+1)
 	if _, err := io.ReadFull(conn, rest); err != nil {
 		return nil, fmt.Errorf("short hello: %w", err)
 	}
 	h := &handshake{kind: hdr[1], cluster: string(rest[:hdr[2]])}
-	copy(h.dialerNonce[:], rest[hdr[2]:])
+	rest = make([]byte, int(rest[hdr[2]])+nonceSize)
+	if _, err := io.ReadFull(conn, rest); err != nil {
+		return nil, fmt.Errorf("short hello: %w", err)
+	}
+	h.target = string(rest[:len(rest)-nonceSize])
+	copy(h.dialerNonce[:], rest[len(rest)-nonceSize:])
 	rand.Read(h.acceptorNonce[:])
 	if _, err := conn.Write(h.acceptorNonce[:]); err != nil {
 		return nil, err
@@ -171,8 +186,10 @@ func (n tcpNetwork) Dial(addr string, timeout time.Duration) (net.Conn, error) {
 // never votes, and two clusters never exchange Raft RPCs.
 type mux struct {
 	net       Network
-	addr      net.Addr // advertised Raft address
-	secret    []byte   // the cluster secret: every connection proves it knows it
+	addr      net.Addr                     // advertised Raft address
+	nodeID    string                       // this node's ID: a Raft stream for another is refused
+	nodeAt    func(raftAddr string) string // the member at a Raft address, "" when unknown (nil: unknown)
+	secret    []byte                       // the cluster secret: every connection proves it knows it
 	log       *slog.Logger
 	clusterID func() string
 	serveRPC  func(net.Conn)
@@ -211,7 +228,7 @@ func (m *mux) route(conn net.Conn) {
 	if m.opening.Add(1) > maxHandshakes {
 		m.opening.Add(-1)
 		conn.Close()
-		m.logUnproved(conn.RemoteAddr().String(), fmt.Errorf("%d handshakes already under way", maxHandshakes))
+		m.logRefusal(unprovedMsg, conn.RemoteAddr().String(), fmt.Errorf("%d handshakes already under way", maxHandshakes))
 		return
 	}
 	conn.SetDeadline(time.Now().Add(handshakeTimeout))
@@ -219,12 +236,18 @@ func (m *mux) route(conn net.Conn) {
 	m.opening.Add(-1)
 	if err != nil {
 		conn.Close()
-		m.logUnproved(conn.RemoteAddr().String(), err)
+		m.logRefusal(unprovedMsg, conn.RemoteAddr().String(), err)
 		return
 	}
 	conn.SetDeadline(time.Time{})
 	switch h.kind {
 	case streamRaft:
+		if h.target != "" && h.target != m.nodeID {
+			conn.Close()
+			m.logRefusal("refused a Raft stream for another node", conn.RemoteAddr().String(), fmt.Errorf("a Raft stream for node %s reached node %s at its address "+
+				"(a new node at a member's address: the member must be removed first)", h.target, m.nodeID))
+			return
+		}
 		if mine := m.clusterID(); mine == "" || h.cluster != mine {
 			m.refused(conn.RemoteAddr().String(), h.cluster)
 			conn.Close()
@@ -244,11 +267,13 @@ func (m *mux) route(conn net.Conn) {
 	}
 }
 
-// logUnproved logs a connection refused at the handshake: the first ten,
+const unprovedMsg = "refused a connection to the Raft port: no proof of the cluster secret"
+
+// logRefusal logs a connection refused at the handshake (msg says why): the first ten,
 // then one in a hundred, or the next one a minute after the last line, each
 // line with the count so far (a flood costs no more than a line per
 // hundred connections).
-func (m *mux) logUnproved(from string, why error) {
+func (m *mux) logRefusal(msg, from string, why error) {
 	select {
 	case <-m.closed:
 		return // closing: the handshakes under way fail
@@ -259,7 +284,7 @@ func (m *mux) logUnproved(from string, why error) {
 		return
 	}
 	m.lastLog.Store(now)
-	m.log.Warn("refused a connection to the Raft port: no proof of the cluster secret",
+	m.log.Warn(msg,
 		"from", from, "reason", why.Error(), "refused_so_far", n)
 }
 
@@ -284,12 +309,16 @@ func (m *mux) track(conn net.Conn, add bool) bool {
 
 // dial opens a stream of kind to the Raft port at addr, handshake done.
 func (m *mux) dial(addr string, kind byte, timeout time.Duration) (net.Conn, error) {
+	target := ""
+	if kind == streamRaft && m.nodeAt != nil {
+		target = m.nodeAt(addr)
+	}
 	conn, err := m.net.Dial(addr, timeout)
 	if err != nil {
 		return nil, err
 	}
 	conn.SetDeadline(time.Now().Add(timeout))
-	if err := m.openAsDialer(conn, kind); err != nil {
+	if err := m.openAsDialer(conn, kind, target); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("raft port %s: %w", addr, err)
 	}
@@ -348,6 +377,7 @@ const (
 	opApplied                 // any: wait until an index is published here
 	opFence                   // any: drop a tag's buffered values, answer the largest handed out (before a SET commits)
 	opForgotten               // any: the leader is forgetting you
+	opStats                   // any: your Raft progress, for autopilot (with the leader's view of every member)
 	opFresh                   // leader: a fresh worker ID for a clock that went back (fresh.go)
 )
 
@@ -427,6 +457,8 @@ type request struct {
 	Index    uint64      `json:"index,omitempty"`
 	Boot     uint64      `json:"boot,omitempty"` // the sender's process (allocations)
 	Items    []allocItem `json:"items,omitempty"`
+	// View is the leader's health of every member (stats requests).
+	View []MemberHealth `json:"view,omitempty"`
 	// Incarnation is the sender's start count, in lease renewals (restart.go).
 	Incarnation uint64 `json:"incarnation,omitempty"`
 }
@@ -443,6 +475,7 @@ type response struct {
 	Old      int64        `json:"old,omitempty"`
 	Found    bool         `json:"found,omitempty"`
 	Boot     uint64       `json:"boot,omitempty"` // the answering process (fences)
+	Stats    *memberStats `json:"stats,omitempty"`
 	Lease    *LeaseGrant  `json:"lease,omitempty"`
 }
 
@@ -460,6 +493,10 @@ type Identity struct {
 	Layout    string `json:"layout"`
 	HasWorker bool   `json:"has_worker"` // its directory holds a worker ID
 	RESPAddr  string `json:"resp"`       // its advertised RESP address
+	// PublicKey is the fingerprint of its --public-key, "" without one.
+	PublicKey string `json:"public_key,omitempty"`
+	Zone      string `json:"zone,omitempty"`
+	Boot      uint64 `json:"boot,omitempty"` // its process: a join retried by the same process is answered again
 }
 
 // JoinResult is what a member gets when it is admitted: its worker ID, the
@@ -525,6 +562,12 @@ func (c *Cluster) answer(req *request) *response {
 		}
 		return &response{Code: codeOf(err), Msg: err.Error()}
 	}
+	if req.Op != opIdentify && req.Op != opAdmit && c.ClusterID() == "" {
+		// A node that belongs to no cluster yet, at the address of one that
+		// did (a replacement at a dead leader's address): the sender tries
+		// elsewhere, as with any node that does not lead.
+		return fail(fmt.Errorf("%w: node %s at this address belongs to no cluster yet", ErrNoLeader, c.cfg.NodeID))
+	}
 	if req.Op != opIdentify && req.Op != opAdmit && req.Cluster != c.ClusterID() {
 		return fail(fmt.Errorf("%w: a request from cluster %q reached node %s of cluster %q", ErrRefused, req.Cluster, c.cfg.NodeID, c.ClusterID()))
 	}
@@ -540,10 +583,17 @@ func (c *Cluster) answer(req *request) *response {
 	case opAdmit:
 		return fail(c.admit(req.Cluster))
 	case opForgotten:
-		if req.Node == c.cfg.NodeID && c.cfg.OnForgotten != nil {
+		if req.Node != c.cfg.NodeID {
+			// Its address is someone else's now (a replacement): the
+			// leader must not take this answer for the removed node's.
+			return fail(fmt.Errorf("%w: this is node %s, not %s", ErrNotMember, c.cfg.NodeID, req.Node))
+		}
+		if c.cfg.OnForgotten != nil {
 			c.cfg.OnForgotten()
 		}
 		return &response{}
+	case opStats:
+		return c.answerStats(req)
 	case opFence:
 		return c.fenceLocal(req.Tag)
 	case opApplied:

@@ -69,6 +69,11 @@ func (c *Cluster) setLocal(ctx context.Context, tag string, v int64, cond string
 		func(context.Context) (*response, error) { return nil, nil }); err != nil {
 		return 0, false, err
 	}
+	// A member removed lately may still run, cut off, with values in its
+	// buffers that no fence reaches: wait until it cannot hand them out.
+	if err := c.waitDeparted(ctx); err != nil {
+		return 0, false, err
+	}
 	release, err := c.hold(ctx, tag)
 	if err != nil {
 		return 0, false, fmt.Errorf("%w: %v", ErrNoLeader, err)

@@ -5,6 +5,8 @@ package cluster
 import (
 	"fmt"
 	"strings"
+
+	"github.com/hashicorp/raft"
 )
 
 // MemberStatus is one member, as CLUSTER INFO lists it.
@@ -13,6 +15,13 @@ type MemberStatus struct {
 	Worker   int64
 	RaftAddr string
 	RESPAddr string
+	Zone     string
+	Suffrage string // voter, nonvoter or none, in this node's latest Raft configuration
+	// Health is the leader's autopilot view: healthy, unhealthy (lagging,
+	// or not answering), failed (not heard from for --dead-member-after:
+	// being removed), or unknown (no leader view yet).
+	Health        string
+	LastContactMS int64 // since the leader last heard from it; -1 when unknown
 }
 
 // Status is what CLUSTER INFO, INFO and the metrics report.
@@ -27,7 +36,11 @@ type Status struct {
 	Leader          string // RESP address
 	Term            string
 	Members         []MemberStatus
-	Suffrage        string // in this node's latest Raft configuration: voter, nonvoter (a joiner not yet promoted) or none
+	Suffrage        string // in this node's latest Raft configuration: voter, nonvoter or none
+	Voters          int    // voters in this node's latest Raft configuration
+	MaxVoters       int    // --voters
+	Zone            string
+	FreeWorkers     int64 // worker IDs no member holds
 	AppliedIndex    uint64
 	CommitIndex     string
 	RaftAddr        string
@@ -43,10 +56,39 @@ func (c *Cluster) Status() Status {
 	if !ok {
 		worker = -1
 	}
+	members := c.fsm.memberList()
+	suffrage := map[string]string{}
+	voters := 0
+	if cf := c.raft.GetConfiguration(); cf.Error() == nil {
+		for _, s := range cf.Configuration().Servers {
+			suffrage[string(s.ID)] = strings.ToLower(s.Suffrage.String())
+			if s.Suffrage == raft.Voter {
+				voters++
+			}
+		}
+	}
+	health := c.memberHealth()
+	for i, m := range members {
+		members[i].Suffrage, members[i].Health, members[i].LastContactMS = "none", "unknown", -1
+		if s, ok := suffrage[m.NodeID]; ok {
+			members[i].Suffrage = s
+		}
+		if h, ok := health[m.NodeID]; ok {
+			members[i].LastContactMS = h.LastContactMS
+			switch {
+			case h.Status == "failed":
+				members[i].Health = "failed"
+			case h.Healthy:
+				members[i].Health = "healthy"
+			default:
+				members[i].Health = "unhealthy"
+			}
+		}
+	}
 	return Status{
 		NodeID: c.cfg.NodeID, ClusterID: c.ClusterID(), Worker: worker, LeaseEndMS: c.fsm.lease(c.cfg.NodeID), Retired: c.Retired(),
 		Role: st["state"], LeaderID: string(leaderID), Leader: leader, Term: st["term"],
-		Members: c.fsm.memberList(), Suffrage: c.suffrage(), AppliedIndex: c.fsm.applied(), CommitIndex: st["commit_index"],
+		Members: members, Suffrage: c.suffrage(), Voters: voters, MaxVoters: c.cfg.Voters, Zone: c.cfg.Zone, FreeWorkers: c.fsm.freeWorkers(), AppliedIndex: c.fsm.applied(), CommitIndex: st["commit_index"],
 		RaftAddr: c.RaftAddr(), AppliesProposed: c.applies.Load(),
 	}
 }
@@ -64,7 +106,7 @@ func (s Status) Pairs() [][2]string {
 	for i, m := range s.Members {
 		list[i] = fmt.Sprintf("%s=%d@%s", m.NodeID, m.Worker, m.RESPAddr)
 	}
-	return [][2]string{
+	pairs := [][2]string{
 		{"node_id", s.NodeID},
 		{"cluster_id", s.ClusterID},
 		{"worker_id", w},
@@ -81,8 +123,22 @@ func (s Status) Pairs() [][2]string {
 		{"commit_index", s.CommitIndex},
 		{"raft_addr", s.RaftAddr},
 		{"raft_applies_proposed", fmt.Sprint(s.AppliesProposed)},
+		{"zone", s.Zone},
+		{"raft_voters", fmt.Sprint(s.Voters)},
+		{"raft_max_voters", fmt.Sprint(s.MaxVoters)},
+		{"worker_ids_free", fmt.Sprint(s.FreeWorkers)},
 	}
+	// One line per member, as Redis lists replicas (slave0:ip=...,state=online).
+	for i, m := range s.Members {
+		pairs = append(pairs, [2]string{fmt.Sprintf("member%d", i), fmt.Sprintf(
+			"id=%s,worker=%d,resp=%s,raft=%s,suffrage=%s,health=%s,last_contact_ms=%d,zone=%s",
+			m.NodeID, m.Worker, m.RESPAddr, m.RaftAddr, m.Suffrage, m.Health, m.LastContactMS, m.Zone)})
+	}
+	return pairs
 }
+
+// FreeWorkers counts the worker IDs no member holds: what joins can take.
+func (c *Cluster) FreeWorkers() int64 { return c.fsm.freeWorkers() }
 
 // Applies is the number of log entries this node proposed as leader.
 func (c *Cluster) Applies() int64 { return c.applies.Load() }

@@ -357,6 +357,11 @@ func ceilDiv(a, b int64) int64 { return -floorDiv(-a, b) }
 // leaseTicks is the first tick a lease ending at endMS does not cover.
 func (g *Generator) leaseTicks(endMS int64) int64 { return floorDiv(endMS, g.unitMS) }
 
+// sinceEpoch is the wall clock since the layout's epoch, to the nanosecond.
+func (g *Generator) sinceEpoch() time.Duration {
+	return time.Duration(g.now().UnixNano() - g.epochMS*int64(time.Millisecond))
+}
+
 // NextID issues one ID, choosing the gene itself in turn.
 func (g *Generator) NextID() (int64, error) {
 	ids, err := g.NextIDs(make([]int64, 0, 1), 1)
@@ -439,9 +444,13 @@ func (g *Generator) issueGen(dst []int64, n int, gene int64) (_ []int64, switche
 				return dst[:start], switches, g.clockBackError(t*g.unitMS - wallMS)
 			}
 			// Demand outran 2^seq-bits IDs per tick: wait for the clock,
-			// less the part of the tick the clock is already into.
+			// until the moment it reaches tick t less the borrow and no
+			// longer (whole ticks from a reading inside one wait up to a
+			// tick too long; this is to the nanosecond).
 			g.mu.Unlock()
-			g.sleep(time.Duration((t-ref-g.borrowTicks)*g.unitMS-(wallMS-wall*g.unitMS)) * time.Millisecond)
+			if d := time.Duration((t-g.borrowTicks)*g.unitMS)*time.Millisecond - g.sinceEpoch(); d > 0 {
+				g.sleep(d)
+			}
 			wall, wallMS = g.wallMS()
 			fresh = false
 			g.mu.Lock()

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,7 +42,8 @@ type Segments struct {
 	mu   sync.RWMutex
 	tags map[string]*segmentBuffer
 
-	stopped atomic.Pointer[error] // set by Stop: every Next answers it
+	stopped  atomic.Pointer[error] // set by Stop: every Next answers it
+	leaseEnd atomic.Int64          // wall clock, Unix ms: buffered values are handed out only before it (0: no limit)
 }
 
 // span is the values next..last; empty when next > last.
@@ -156,9 +158,41 @@ func (s *Segments) NextRun(ctx context.Context, tag string, n int64) (first, las
 	return s.Next(ctx, tag, 1)
 }
 
+// SetLeaseEnd sets when buffered values stop being handed out: the end of
+// the node's worker lease, which the cluster renews while the node is a
+// member that reaches it. A node removed from its cluster while cut off
+// (it never hears of it) thus stops at its lease end, as its IDs do, and a
+// SET after the removal waits for that. It only moves forward.
+func (s *Segments) SetLeaseEnd(t time.Time) {
+	end := t.UnixMilli()
+	for {
+		cur := s.leaseEnd.Load()
+		if end <= cur || s.leaseEnd.CompareAndSwap(cur, end) {
+			return
+		}
+	}
+}
+
+// leaseEnded is the error for a value asked for at or past the lease end,
+// nil before it.
+func (s *Segments) leaseEnded() error {
+	end := s.leaseEnd.Load()
+	if end == 0 {
+		return nil
+	}
+	if now := s.now().UnixMilli(); now >= end {
+		return fmt.Errorf("%w: the worker lease ended %d ms ago (buffered values are handed out only within it)", ErrNoLeader, now-end)
+	}
+	return nil
+}
+
 // take hands out n values of the current segment, which holds them, and
-// starts the refill once the segment is about 10% used. Caller holds b.mu.
+// starts the refill once the segment is about 10% used; past the lease end
+// it hands out nothing. Caller holds b.mu.
 func (s *Segments) take(tag string, b *segmentBuffer, n int64) (first, last int64, err error) {
+	if err := s.leaseEnded(); err != nil {
+		return 0, 0, err
+	}
 	first = b.cur.next
 	b.cur.next += n
 	b.issued = first + n - 1

@@ -5,6 +5,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -34,15 +35,17 @@ type Config struct {
 	RaftAdvertise string // Raft address other members reach this node at
 	Dir           string
 	NodeID        string // "" generates one on first start
-	Join          string // RESP address of a member to join
-	Layout        engine.Layout
-	Window        time.Duration
-	MaxBorrow     time.Duration
-	WorkerLease   time.Duration
-	Recover       bool  // restart the cluster from this member alone (cluster.Config.Recover)
-	RecoverSkip   int64 // with Recover: how far every tag skips
-	SegmentStep   int64
-	RequirePass   string // the password clients AUTH with
+	// Join is the RESP address of a member to join, or a comma-separated
+	// list of them (a headless Service's pods, this node's own among them).
+	Join        string
+	Layout      engine.Layout
+	Window      time.Duration
+	MaxBorrow   time.Duration
+	WorkerLease time.Duration
+	Recover     bool  // restart the cluster from this member alone (cluster.Config.Recover)
+	RecoverSkip int64 // with Recover: how far every tag skips
+	SegmentStep int64
+	RequirePass string // the password clients AUTH with
 	// ClusterSecret is what every connection to the Raft port proves it
 	// knows (cluster.Config.Secret); RequirePass when empty.
 	ClusterSecret string
@@ -65,11 +68,19 @@ type Config struct {
 	HeartbeatTimeout, ElectionTimeout time.Duration
 	// SnapshotThreshold is Raft's (tests set it low); zero means Raft's default.
 	SnapshotThreshold uint64
+	// Voters, DeadMemberAfter and Zone are autopilot's (cluster.Config).
+	Voters          int
+	DeadMemberAfter time.Duration
+	Zone            string
 
 	// ClientOutputLimit and ClientOutputTimeout bound a client's unread
 	// replies (resp.Config); zero means resp's defaults.
 	ClientOutputLimit   int
 	ClientOutputTimeout time.Duration
+
+	// PublicKey is --public-key: nil lets the cluster make one at bootstrap;
+	// set, it must be the cluster's.
+	PublicKey []byte
 }
 
 // Node is a running node.
@@ -210,6 +221,20 @@ func Open(cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
+	join := len(n.joinAddrs()) > 0
+	clusterID, err := n.Store.ClusterID()
+	if err != nil {
+		return nil, err
+	}
+	if join && clusterID == "" && n.firstOfJoin() && !n.anyPeerAnswers() {
+		// The first of the StatefulSet's pods, on its first start: nobody
+		// to join, so it bootstraps. The same pod replaced later with an
+		// empty volume finds its peers and joins (and should it ever start
+		// a cluster of its own beside theirs, the first Raft stream of
+		// theirs that reaches it stops it: OnConflict).
+		n.log.Info("no other address of --join answers and this node is its first: bootstrapping a new cluster", "join", cfg.Join)
+		join = false
+	}
 	raftTLS, err := mutualTLS(cfg.TLSServer, cfg.TLSClient)
 	if err != nil {
 		return nil, err
@@ -221,10 +246,11 @@ func Open(cfg Config) (_ *Node, err error) {
 	var segments atomic.Pointer[engine.Segments]
 	n.Cluster, err = cluster.Open(cluster.Config{
 		NodeID: n.ID, Dir: cfg.Dir, RaftBind: raftBind, RaftAdvertise: cfg.RaftAdvertise, RESPAddr: n.Addr,
-		Secret: secret, Layout: cfg.Layout, Store: n.Store, Logger: cfg.Logger, Join: cfg.Join != "",
+		Secret: secret, Layout: cfg.Layout, Store: n.Store, Logger: cfg.Logger, Join: join,
 		Now: cfg.Now, WorkerLease: cfg.WorkerLease, Recover: cfg.Recover, RecoverSkip: cfg.RecoverSkip, Network: cfg.Network, TLSServer: raftTLS, TLSClient: cfg.TLSClient,
 		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, SnapshotThreshold: cfg.SnapshotThreshold,
-		OnConflict: n.conflict,
+		Voters: cfg.Voters, DeadMemberAfter: cfg.DeadMemberAfter, Zone: cfg.Zone,
+		OnConflict: n.conflict, PublicKey: cfg.PublicKey,
 		OnForgotten: func() {
 			why := "this node was forgotten by its cluster (CLUSTER FORGET); start it on an empty --dir to join again"
 			n.log.Error("forgotten by the cluster: no more values; IDs stop when the worker lease ends", "reason", why)
@@ -288,6 +314,7 @@ func Open(cfg Config) (_ *Node, err error) {
 	if n.clockWentBack() {
 		n.freshWorker(context.Background()) // a restart after the clock went back (fresh.go)
 	}
+	n.Segments.SetLeaseEnd(n.wallOf(lease))
 	n.ids.gen.Store(n.Gen)
 	if err := n.conflicted.Load(); err != nil {
 		return nil, *err
@@ -315,6 +342,23 @@ func Open(cfg Config) (_ *Node, err error) {
 			n.checkInLoop(ctx)
 		}()
 	}
+	// A restart finds the public-ID key in its state (and refuses another
+	// --public-key now); a new cluster or a joiner gets it in the background
+	// in a moment, once it has applied the log up to it.
+	publicKnown, err := n.publicIDs()
+	if err != nil {
+		stop()
+		n.background.Wait()
+		return nil, err
+	}
+	if !publicKnown {
+		n.background.Add(1)
+		go func() {
+			defer n.background.Done()
+			n.awaitPublicKey(ctx)
+		}()
+	}
+	n.waitSettled(ctx)
 	ready.Store(true)
 	st := n.Gen.Status()
 	n.log.Info("listening", "addr", n.ln.Addr().String(), "advertise", n.Addr, "raft_addr", n.Cluster.RaftAddr(),
@@ -323,6 +367,76 @@ func Open(cfg Config) (_ *Node, err error) {
 		"lease_end_ms", st.LeaseEndMS)
 	return n, nil
 }
+
+// publicIDs hands the cluster's public-ID key to the RESP server if this
+// node has applied it; known false when it has not. A --public-key that is
+// not the cluster's is an error naming both fingerprints.
+func (n *Node) publicIDs() (known bool, err error) {
+	if key := n.Cluster.PublicKey(); key != nil {
+		return true, n.usePublicKey(key)
+	}
+	return false, nil
+}
+
+func (n *Node) usePublicKey(key []byte) error {
+	if n.cfg.PublicKey != nil && !bytes.Equal(n.cfg.PublicKey, key) {
+		return fmt.Errorf("--public-key (fingerprint %s) differs from the public-ID key of cluster %s (fingerprint %s): "+
+			"start this node with the cluster's key, or without --public-key", engine.PublicKeyFingerprint(n.cfg.PublicKey),
+			n.Cluster.ClusterID(), engine.PublicKeyFingerprint(key))
+	}
+	p, err := engine.NewPublicIDs(key, n.cfg.Layout)
+	if err != nil {
+		return err
+	}
+	n.Server.SetPublicIDs(p)
+	n.log.Info("public IDs ready", "public_key_fingerprint", engine.PublicKeyFingerprint(key))
+	return nil
+}
+
+// awaitPublicKey looks for the public-ID key after a start that did not
+// see it (PUBLICID answers TRYAGAIN until then); a key that is not
+// --public-key ends the node.
+func (n *Node) awaitPublicKey(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+		if known, err := n.publicIDs(); err != nil {
+			n.conflict(err)
+			return
+		} else if known {
+			return
+		}
+	}
+}
+
+// settleWait bounds how long a start waits for autopilot to settle this
+// node (cluster.Settled): a few of autopilot's rounds.
+func (n *Node) settleWait() time.Duration { return 8 * n.Cluster.Timing().Autopilot }
+
+// waitSettled waits, bounded, until autopilot has made this node a voter or
+// has the voters it wants: a node starting in a rolling replacement serves
+// (and a readiness probe passes) once the next node may be taken away.
+func (n *Node) waitSettled(ctx context.Context) {
+	deadline := time.Now().Add(n.settleWait())
+	for !n.Cluster.Settled() {
+		if time.Now().After(deadline) {
+			n.log.Warn("serving before autopilot settled this node (a voter, or the voters it wants)", "waited", n.settleWait().String())
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Settled reports whether autopilot has nothing left to do for this node
+// (cluster.Settled): what /healthz's readiness asks.
+func (n *Node) Settled() bool { return n.Cluster.Settled() }
 
 // mutualTLS is the Raft port's TLS: server's, requiring and verifying a
 // client certificate (nil without TLS). Both sides must name whom they
@@ -395,7 +509,7 @@ func (n *Node) workerID() (worker, startAbove, lease int64, err error) {
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	ownCluster := stored && n.cfg.Join != "" && n.cfg.Join != n.Addr && n.Cluster.Alone()
+	ownCluster := stored && len(n.joinAddrs()) > 0 && !n.firstOfJoin() && n.Cluster.Alone()
 	mustConfirm := !stored || ownCluster
 	wait := 10 * time.Second
 	if mustConfirm {
@@ -446,7 +560,7 @@ func (n *Node) checkIn(ctx context.Context, viaCluster bool) (worker, startAbove
 			err = cluster.ErrNoLeader
 		}
 		if err != nil && !errors.Is(err, cluster.ErrRefused) {
-			for _, member := range append(n.Cluster.PeerAddrs(), n.cfg.Join) {
+			for _, member := range append(n.Cluster.PeerAddrs(), n.joinAddrs()...) {
 				if member == "" || member == n.Addr {
 					continue
 				}
@@ -472,8 +586,12 @@ func (n *Node) checkIn(ctx context.Context, viaCluster bool) (worker, startAbove
 // joinThrough sends CLUSTER JOIN to a member's RESP port. An error reply
 // other than TRYAGAIN or LOADING (the member is starting) is a refusal.
 func (n *Node) joinThrough(ctx context.Context, member string) (worker, startAbove, lease int64, err error) {
+	// The answer may take a client request's budget (a join that first
+	// removes a dead member at this address, then adds this node): a read
+	// that gave up sooner would retry, and the retry would be refused as a
+	// member with an empty directory.
 	c := redis.NewClient(&redis.Options{Addr: member, Password: n.cfg.RequirePass, TLSConfig: n.cfg.TLSClient,
-		Protocol: 2, MaxRetries: -1, DisableIdentity: true})
+		Protocol: 2, MaxRetries: -1, DisableIdentity: true, ReadTimeout: n.Cluster.Timing().Request + time.Second})
 	defer c.Close()
 	v, err := c.Do(ctx, "CLUSTER", "JOIN", n.ID, n.Cluster.RaftAddr(), n.Addr).Int64Slice()
 	var re redis.Error
@@ -542,6 +660,7 @@ func (n *Node) renewLease(ctx context.Context) {
 			switch {
 			case err == nil:
 				n.Gen.SetLease(g.EndMS)
+				n.Segments.SetLeaseEnd(n.wallOf(g.EndMS))
 				n.Gen.SetLeaseProblem("")
 			case errors.Is(err, cluster.ErrNotMember):
 				n.Gen.SetLeaseProblem("this node is no longer a member of the cluster (CLUSTER FORGET?); start it on an empty --dir to join again")
@@ -569,6 +688,51 @@ func (n *Node) renewLease(ctx context.Context) {
 		case <-trouble:
 		case <-time.After(max(wait, 10*time.Millisecond)):
 		}
+	}
+}
+
+// wallOf is the wall clock time of an ID time (ms since the epoch).
+func (n *Node) wallOf(idMS int64) time.Time {
+	return time.UnixMilli(n.cfg.Layout.Epoch.UnixMilli() + idMS)
+}
+
+// joinAddrs is --join as a list, without this node's own address.
+func (n *Node) joinAddrs() []string {
+	var out []string
+	for _, a := range strings.Split(n.cfg.Join, ",") {
+		if a = strings.TrimSpace(a); a != "" && a != n.Addr {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// firstOfJoin reports whether --join is a list that starts with this node's
+// own address: the pod that bootstraps the cluster when nobody else is up.
+func (n *Node) firstOfJoin() bool {
+	first, _, _ := strings.Cut(n.cfg.Join, ",")
+	return strings.TrimSpace(first) == n.Addr
+}
+
+// bootstrapProbe is how long the first pod of a --join list tries the
+// others before it concludes that none runs.
+const bootstrapProbe = 3 * time.Second
+
+// anyPeerAnswers reports whether any other address of --join accepts a
+// connection within bootstrapProbe.
+func (n *Node) anyPeerAnswers() bool {
+	deadline := time.Now().Add(bootstrapProbe)
+	for {
+		for _, a := range n.joinAddrs() {
+			if c, err := net.DialTimeout("tcp", a, 500*time.Millisecond); err == nil {
+				c.Close()
+				return true
+			}
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(250 * time.Millisecond)
 	}
 }
 

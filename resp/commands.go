@@ -79,7 +79,7 @@ var loadCommandsOnce sync.Once
 // numbers the commands in name order for the per-command counters.
 func loadCommandTable() {
 	loadCommandsOnce.Do(func() {
-		commandTable = buildCommandTable(idCommands(), connCommands(), tagCommands(), uuidCommands(), debugCommands())
+		commandTable = buildCommandTable(idCommands(), connCommands(), tagCommands(), uuidCommands(), publicCommands(), debugCommands())
 		for i, name := range sortedCommandNames() {
 			commandTable[name].index = i
 		}
@@ -109,7 +109,7 @@ func idCommands() []*command {
 		{name: "geneid", arity: -2, flags: []string{"write", "fast"}, summary: "Issue an ID carrying the buyer's shard gene", handler: cmdGeneID, run: runGeneID, runArgs: 2},
 		{name: "geneidruns", arity: 3, flags: []string{"write", "fast"}, summary: "Issue count IDs carrying the buyer's shard gene as runs [first, last] of IDs 2^gene-bits apart", handler: cmdGeneIDRuns},
 		{name: "geneof", arity: 2, flags: []string{"readonly", "fast"}, summary: "The shard gene of a buyer", handler: cmdGeneOf},
-		{name: "decode", arity: 2, flags: []string{"readonly", "fast"}, summary: "Take an ID apart: time, worker, sequence, gene; a UUIDv7's time", handler: cmdDecode},
+		{name: "decode", arity: -2, flags: []string{"readonly", "fast"}, summary: "Take an ID apart: time, worker, sequence, gene; a UUIDv7's time; with PUBLICID or PUBLICGENEID, a public form's ID and its parts", handler: cmdDecode},
 	}
 }
 
@@ -235,6 +235,10 @@ func cmdGeneOf(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 }
 
 func cmdDecode(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+	if len(args) > 2 {
+		s.decodePublic(c, conn, args)
+		return
+	}
 	if decodeUUIDv7(c, conn, args[1]) {
 		return
 	}
@@ -243,12 +247,22 @@ func cmdDecode(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 		s.errorReply(conn, "ERR invalid id")
 		return
 	}
+	s.writeDecoded(c, conn, id, false)
+}
+
+// writeDecoded answers DECODE of id; withID puts the ID first, for DECODE
+// of a public form.
+func (s *Server) writeDecoded(c *client, conn redcon.Conn, id int64, withID bool) {
 	p, err := s.ids.Layout().Decode(id)
 	if err != nil {
 		s.errorReply(conn, "ERR invalid id")
 		return
 	}
-	writeMap(conn, c, 5)
+	writeMap(conn, c, 5+b2i(withID))
+	if withID {
+		conn.WriteBulkString("id")
+		conn.WriteInt64(id)
+	}
 	conn.WriteBulkString("time_ms")
 	conn.WriteInt64(p.UnixMS)
 	conn.WriteBulkString("time")

@@ -73,6 +73,10 @@ type Server struct {
 	ln      net.Listener
 	clients map[*client]struct{}
 
+	// public is the public-ID permutation (PUBLICID), nil until the
+	// cluster's key is known.
+	public atomic.Pointer[engine.PublicIDs]
+
 	nextClientID atomic.Int64
 	stats        stats
 	clockBehind  atomic.Bool    // answering CLOCKBACK; logged on each change

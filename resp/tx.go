@@ -59,7 +59,7 @@ type queuedCommand struct {
 // issueOnly are the commands whose only effect is the values in their
 // reply.
 var issueOnly = map[string]bool{"nextid": true, "nextidruns": true, "geneid": true, "uuidv7": true,
-	"incr": true, "incrby": true, "nextseg": true}
+	"incr": true, "incrby": true, "nextseg": true, "publicid": true, "publicgeneid": true}
 
 // changesState reports whether a queued command does more than answer:
 // EXEC runs it even once the connection has failed.

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"idserver/cluster"
 	"idserver/engine"
 	"idserver/resp"
 )
@@ -49,6 +50,9 @@ type Config struct {
 	TLSKey      string
 	TLSCA       string
 	MetricsAddr string
+	Voters      int
+	DeadAfter   time.Duration
+	Zone        string
 	ShowVersion bool
 	EnableDebug bool // DEBUG CLOCK steps the clock IDs are issued on (fault tests only)
 
@@ -60,6 +64,11 @@ type Config struct {
 	// has not read yet (resp.Config).
 	ClientOutputLimit   int
 	ClientOutputTimeout time.Duration
+
+	// PublicKey is --public-key as given (hex), PublicKeyBytes the key
+	// Validate reads from it (nil when not given).
+	PublicKey      string
+	PublicKeyBytes []byte
 }
 
 // parseConfig reads flags, then IDSERVER_<NAME> from the environment for
@@ -74,7 +83,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.StringVar(&c.Dir, "dir", "./idserver-data", "data directory (locked: one process per directory)")
 	fs.StringVar(&c.NodeID, "node-id", "", "node ID (generated once and kept in --dir when empty)")
 	fs.StringVar(&c.RaftAddr, "raft-addr", "", "Raft transport address (default: --bind with --port+10000, or a free port with --port 0)")
-	fs.StringVar(&c.Join, "join", "", "RESP address (host:port) of a cluster member to join")
+	fs.StringVar(&c.Join, "join", "", "RESP address (host:port) of a cluster member to join, or a comma-separated list (a StatefulSet's pods, this one's own among them: the first bootstraps when none of the others answers)")
 	fs.StringVar(&c.Advertise, "advertise", "", "RESP address (host:port) clients and members reach this node at (default: the bound address)")
 	fs.StringVar(&c.RaftAdv, "raft-advertise", "", "Raft address (host:port) members reach this node at (default: the bound Raft address)")
 	fs.BoolVar(&c.Recover, "recover", false, "restart the cluster from this surviving member alone, after a majority is lost for good (see docs/operations.md)")
@@ -103,8 +112,13 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.StringVar(&c.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
 	fs.StringVar(&c.TLSCA, "tls-ca", "", "PEM CA bundle the nodes' certificates are verified against, both ways on the Raft port (default: the certificates in --tls-cert, for one self-signed certificate shared by every node)")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", "", "host:port to serve Prometheus /metrics and /healthz on")
+	fs.IntVar(&c.Voters, "voters", cluster.DefaultVoters, "most Raft voters (odd); every other member is a non-voter that serves clients the same")
+	fs.DurationVar(&c.DeadAfter, "dead-member-after", cluster.DefaultDeadMemberAfter,
+		"a member the leader has not heard from for this long is removed, as CLUSTER FORGET does (0: never)")
+	fs.StringVar(&c.Zone, "zone", "", "failure domain of this node (a rack, zone or region): voters are spread over zones")
 	fs.BoolVar(&c.ShowVersion, "version", false, "print the version and exit")
 	fs.BoolVar(&c.EnableDebug, "enable-debug-command", false, "answer DEBUG CLOCK, which steps the clock IDs are issued on (fault tests only)")
+	fs.StringVar(&c.PublicKey, "public-key", "", "public-ID key, 64 hex digits (AES-256), the same on every node; default: one the cluster makes at bootstrap and replicates")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -189,6 +203,17 @@ func (c *Config) Validate() error {
 		return errors.New("--tls-ca goes with --tls-cert and --tls-key")
 	case c.ProtectedMode != "yes" && c.ProtectedMode != "no":
 		return fmt.Errorf("--protected-mode %q: yes or no", c.ProtectedMode)
+	case c.Voters < 1:
+		return fmt.Errorf("--voters %d must be at least 1 (odd: 1, 3, 5, 7)", c.Voters)
+	case c.DeadAfter < 0:
+		return fmt.Errorf("--dead-member-after %v must not be negative (0 never removes a member)", c.DeadAfter)
+	case len(c.Zone) > 64 || strings.ContainsAny(c.Zone, ",= \t\r\n"):
+		return fmt.Errorf("--zone %q: at most 64 characters, no spaces, commas or '='", c.Zone)
+	}
+	if c.PublicKey != "" {
+		if c.PublicKeyBytes, err = engine.ParsePublicKey(c.PublicKey); err != nil {
+			return fmt.Errorf("--public-key: %v", err)
+		}
 	}
 	if c.RaftAddr == "" {
 		port := 0
@@ -208,6 +233,16 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--log-level: %v", err)
 	}
 	return nil
+}
+
+// warnings are settings that start but deserve a word in the log.
+func (c *Config) warnings() []string {
+	var out []string
+	if c.Voters%2 == 0 {
+		out = append(out, fmt.Sprintf("--voters %d is even: autopilot keeps at most %d voters (an even count tolerates no more failures than one fewer)",
+			c.Voters, c.Voters-1))
+	}
+	return out
 }
 
 // checkProtectedMode refuses, as Redis's protected mode does, a node that

@@ -53,6 +53,10 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	}
 	log := slog.New(handler)
 	slog.SetDefault(log)
+	for _, w := range cfg.warnings() {
+		log.Warn(w)
+		fmt.Fprintln(stderr, "idserver: warning:", w)
+	}
 	fail := func(err error) int {
 		log.Error("cannot start", "err", err)
 		fmt.Fprintln(stderr, "idserver:", err)
@@ -84,7 +88,8 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		MaxBorrow: cfg.MaxBorrow, WorkerLease: cfg.WorkerLease, Recover: cfg.Recover, RecoverSkip: cfg.RecoverSkip, SegmentStep: cfg.SegmentStep,
 		RequirePass: cfg.RequirePass, ClusterSecret: cfg.ClusterSecret, Limits: limits, MaxClients: cfg.MaxClients, Version: version, Logger: log,
 		ClientOutputLimit: cfg.ClientOutputLimit, ClientOutputTimeout: cfg.ClientOutputTimeout,
-		TLSServer: tlsServer, TLSClient: tlsClient,
+		TLSServer: tlsServer, TLSClient: tlsClient, PublicKey: cfg.PublicKeyBytes,
+		Voters: cfg.Voters, DeadMemberAfter: cfg.DeadAfter, Zone: cfg.Zone,
 	})
 	if err != nil {
 		return fail(err)

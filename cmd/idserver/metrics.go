@@ -19,7 +19,8 @@ import (
 )
 
 // metricsServer serves /metrics and /healthz. Its sources are set once the
-// node can issue; until then /healthz answers 503.
+// node can issue; until then /healthz answers 503. /healthz is the liveness
+// probe; /healthz?ready the readiness probe (deploy/kubernetes).
 type metricsServer struct {
 	srv   *http.Server
 	ready atomic.Bool
@@ -42,6 +43,14 @@ func startMetrics(addr string, log *slog.Logger) (*metricsServer, error) {
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		if !m.ready.Load() {
 			http.Error(w, "not ready: joining the cluster or shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		// ?ready: a readiness probe; also wait until autopilot settled this
+		// node (a voter, or the voters complete), so that a rolling update
+		// takes the next pod only once this one can stand in for it.
+		if src := m.src.Load(); r.URL.Query().Has("ready") && src != nil && !src.cl.Settled() {
+			http.Error(w, "not ready: autopilot has not settled this member yet (it is not a voter and voters are missing)",
+				http.StatusServiceUnavailable)
 			return
 		}
 		w.Write([]byte("ok\n"))
@@ -91,13 +100,16 @@ var (
 	descApplies   = prometheus.NewDesc("idserver_raft_applies_total", "Log entries this node proposed as leader.", nil, nil)
 	descBuffered  = prometheus.NewDesc("idserver_segment_buffered_values", "Values buffered for a tag (current and spare segments).", []string{"tag"}, nil)
 	descStep      = prometheus.NewDesc("idserver_segment_step", "A tag's current segment size.", []string{"tag"}, nil)
+	descVoters    = prometheus.NewDesc("idserver_raft_voters", "Voters in this node's latest Raft configuration.", nil, nil)
+	descMembers   = prometheus.NewDesc("idserver_members", "Members by health, as the leader's autopilot sees them (unknown: no view yet).", []string{"health"}, nil)
+	descFree      = prometheus.NewDesc("idserver_worker_ids_free", "Worker IDs no member holds.", nil, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (m *metricsServer) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descCommands, descCmdErrors, descLatency, descErrors, descIDs, descValues,
 		descClients, descConns, descRejected, descSlow, descBorrow, descHeadroom, descLease, descTimeLeft, descLeader, descTerm, descApplied, descApplies,
-		descBuffered, descStep} {
+		descBuffered, descStep, descVoters, descMembers, descFree} {
 		ch <- d
 	}
 }
@@ -154,6 +166,15 @@ func (m *metricsServer) Collect(ch chan<- prometheus.Metric) {
 	gauge(descTerm, num(cs.Term))
 	gauge(descApplied, float64(cs.AppliedIndex))
 	counter(descApplies, float64(cs.AppliesProposed))
+	gauge(descVoters, float64(cs.Voters))
+	byHealth := map[string]int{"healthy": 0, "unhealthy": 0, "failed": 0, "unknown": 0}
+	for _, m := range cs.Members {
+		byHealth[m.Health]++
+	}
+	for h, n := range byHealth {
+		gauge(descMembers, float64(n), h)
+	}
+	gauge(descFree, float64(src.cl.FreeWorkers()))
 	for _, s := range src.segs.Status() {
 		gauge(descBuffered, float64(s.Left+s.SpareLeft), s.Tag)
 		gauge(descStep, float64(s.Step), s.Tag)

@@ -49,7 +49,17 @@ func TestMetricsMoveUnderLoadAndInfoParses(t *testing.T) {
 	if body := scrape(t, "http://"+maddr+"/healthz"); body != "ok\n" {
 		t.Fatalf("/healthz: %q", body)
 	}
+	if body := scrape(t, "http://"+maddr+"/healthz?ready"); body != "ok\n" {
+		t.Fatalf("/healthz?ready on a settled one-node cluster: %q", body)
+	}
 	before := scrape(t, "http://"+maddr+"/metrics")
+	// Autopilot's figures: one voter, one healthy member (the leader's own
+	// view), 1023 of 1024 worker IDs free.
+	for sample, want := range map[string]float64{"idserver_raft_voters": 1, "idserver_worker_ids_free": 1023} {
+		if v := metricValue(t, before, sample); v != want {
+			t.Errorf("%s = %v, want %v", sample, v, want)
+		}
+	}
 	rdb := p.client()
 	ctx := context.Background()
 	// Scrape while a client is issuing: the counters move under load.

@@ -6,7 +6,9 @@
 package peers
 
 import (
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/bwmarrin/snowflake"
 	"github.com/sony/sonyflake/v2"
@@ -57,7 +59,12 @@ type Generator struct {
 // Run measures each generator in the Default and the Wide layout, Single
 // (one goroutine) and Parallel (b.RunParallel, GOMAXPROCS goroutines), as
 // sub-benchmarks named Layout/Single|Parallel/Name: one op is one ID, so
-// ns/op is ns per ID and allocs/op allocations per ID.
+// ns/op is ns per ID and allocs/op allocations per ID. cpu-ns/op is the
+// process's CPU time (user + system, all threads) per ID: on a machine
+// shared with other work it counts only what the generator spent, where
+// ns/op also counts the time the benchmark waited for a CPU. A generator
+// that sleeps when a millisecond's sequence is used up spends no CPU
+// then, one that spins does, so in the Default layout the two differ.
 func Run(b *testing.B, gens []Generator) {
 	for _, layout := range []string{"Default", "Wide"} {
 		for _, g := range gens {
@@ -65,16 +72,19 @@ func Run(b *testing.B, gens []Generator) {
 				next := g.Make(b, layout == "Wide")
 				b.ReportAllocs()
 				b.ResetTimer()
+				cpu := cpuTime()
 				for b.Loop() {
 					if _, err := next(); err != nil {
 						b.Fatal(err)
 					}
 				}
+				reportCPU(b, cpu)
 			})
 			b.Run(layout+"/Parallel/"+g.Name, func(b *testing.B) {
 				next := g.Make(b, layout == "Wide")
 				b.ReportAllocs()
 				b.ResetTimer()
+				cpu := cpuTime()
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
 						if _, err := next(); err != nil {
@@ -83,7 +93,24 @@ func Run(b *testing.B, gens []Generator) {
 						}
 					}
 				})
+				reportCPU(b, cpu)
 			})
 		}
+	}
+}
+
+// cpuTime is the process's CPU time so far, user and system.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportCPU reports the CPU time since start per op as cpu-ns/op.
+func reportCPU(b *testing.B, start time.Duration) {
+	if b.N > 0 {
+		b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
 	}
 }

@@ -1,0 +1,740 @@
+package main
+
+// Membership that runs itself (SPEC section 6), against real processes on
+// loopback started as a Kubernetes StatefulSet starts its pods: fixed
+// addresses (the pods' DNS names), the same flags for every pod, --join
+// listing every pod (the headless Service), pod 0 first, each next pod once
+// the one before is ready. No test here sends an operator command.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"idserver/internal/testproc"
+)
+
+// statefulSet is a set of pods with stable addresses.
+type statefulSet struct {
+	t     *testing.T
+	pods  []*pod
+	flags []string
+	zone  func(i int) string // --zone of pod i (nil: none), as a zone-spread StatefulSet sets it per pod
+}
+
+type pod struct {
+	i                int
+	port, raft, dir  string
+	p                *proc
+	rdb              *redis.Client
+	starts, replaced int
+}
+
+func (p *pod) addr() string { return "127.0.0.1:" + p.port }
+
+func newStatefulSet(t *testing.T, n int, flags ...string) *statefulSet {
+	s := &statefulSet{t: t, flags: flags}
+	for i := range n {
+		p := &pod{i: i, port: strconv.Itoa(testproc.FreePort(t)), raft: strconv.Itoa(testproc.FreePort(t)), dir: t.TempDir()}
+		p.rdb = redis.NewClient(&redis.Options{Addr: p.addr(), MaxRetries: -1, DialTimeout: 300 * time.Millisecond,
+			ReadTimeout: 15 * time.Second, PoolSize: 4})
+		t.Cleanup(func() { p.rdb.Close() })
+		s.pods = append(s.pods, p)
+	}
+	return s
+}
+
+// join is the headless Service: every pod's address, pod 0 first.
+func (s *statefulSet) join() string {
+	var addrs []string
+	for _, p := range s.pods {
+		addrs = append(addrs, p.addr())
+	}
+	return strings.Join(addrs, ",")
+}
+
+// start starts pod i on its directory (a new empty one when fresh: a pod
+// rescheduled without its volume) and waits until it listens, which a node
+// does once autopilot settled it (the readiness a StatefulSet waits for).
+func (s *statefulSet) start(i int, fresh bool) error {
+	p := s.pods[i]
+	if fresh && p.starts > 0 {
+		p.dir = s.t.TempDir()
+		p.replaced++
+	}
+	p.starts++
+	args := append([]string{"--port", p.port, "--raft-addr", "127.0.0.1:" + p.raft, "--join", s.join()}, s.flags...)
+	if s.zone != nil {
+		args = append(args, "--zone", s.zone(i))
+	}
+	proc, err := launch(s.t, p.dir, nil, args...)
+	p.p = proc
+	return err
+}
+
+// up starts every pod in order, as a StatefulSet's OrderedReady does.
+func (s *statefulSet) up() {
+	s.t.Helper()
+	for i := range s.pods {
+		if err := s.start(i, false); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+}
+
+// info is CLUSTER INFO of pod i, nil when it does not answer.
+func (s *statefulSet) info(i int) map[string]string { return clusterInfo(s.t, s.pods[i].rdb) }
+
+// leader is the index of the pod that leads, -1 when none is known.
+func (s *statefulSet) leader(alive func(int) bool) int {
+	for i := range s.pods {
+		if !alive(i) {
+			continue
+		}
+		if info := s.info(i); info != nil && info["role"] == "Leader" {
+			return i
+		}
+	}
+	return -1
+}
+
+// waitFor polls cond until it holds or d passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	var last string
+	for deadline := time.Now().Add(d); ; time.Sleep(100 * time.Millisecond) {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		last = state
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v; last seen: %s", what, d, last)
+		}
+	}
+}
+
+// voters is the suffrage of every member as pod i's CLUSTER INFO lists it.
+func memberLines(info map[string]string) []map[string]string {
+	var out []map[string]string
+	for k := 0; ; k++ {
+		line, ok := info[fmt.Sprintf("member%d", k)]
+		if !ok {
+			return out
+		}
+		m := map[string]string{}
+		for _, kv := range strings.Split(line, ",") {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				m[k] = v
+			}
+		}
+		out = append(out, m)
+	}
+}
+
+// history is every acknowledged value, with when its request began.
+type history struct {
+	mu      sync.Mutex
+	ids     map[int64]bool
+	values  map[int64]bool
+	dupIDs  int
+	dupVals int
+	spans   []valueSpan
+	sets    []ackedSet
+	incrOK  [][]time.Time // per pod: when each INCR succeeded
+	errs    map[string]int
+	nIDs    int
+	nValues int
+}
+
+type valueSpan struct {
+	began       time.Time
+	first, last int64
+}
+
+type ackedSet struct {
+	acked time.Time
+	v     int64
+}
+
+func newHistory(pods int) *history {
+	return &history{ids: map[int64]bool{}, values: map[int64]bool{}, incrOK: make([][]time.Time, pods), errs: map[string]int{}}
+}
+
+func (h *history) addIDs(ids ...int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, id := range ids {
+		if h.ids[id] {
+			h.dupIDs++
+		}
+		h.ids[id] = true
+		h.nIDs++
+	}
+}
+
+func (h *history) addValues(pod int, incr bool, began time.Time, first, last int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for v := first; v <= last; v++ {
+		if h.values[v] {
+			h.dupVals++
+		}
+		h.values[v] = true
+		h.nValues++
+	}
+	h.spans = append(h.spans, valueSpan{began, first, last})
+	if incr {
+		h.incrOK[pod] = append(h.incrOK[pod], time.Now())
+	}
+}
+
+func (h *history) fail(err error) {
+	word, _, _ := strings.Cut(err.Error(), " ")
+	h.mu.Lock()
+	h.errs[word]++
+	h.mu.Unlock()
+}
+
+// belowSet counts values handed out by a request that began after a SET
+// was acknowledged, at or below that SET's value.
+func (h *history) belowSet() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	sets := append([]ackedSet(nil), h.sets...)
+	sort.Slice(sets, func(i, j int) bool { return sets[i].acked.Before(sets[j].acked) })
+	floor := make([]int64, len(sets)) // highest acknowledged SET up to each
+	for i, s := range sets {
+		floor[i] = s.v
+		if i > 0 {
+			floor[i] = max(floor[i], floor[i-1])
+		}
+	}
+	bad := 0
+	for _, sp := range h.spans {
+		k := sort.Search(len(sets), func(i int) bool { return !sets[i].acked.Before(sp.began) }) - 1
+		if k >= 0 && sp.first <= floor[k] {
+			bad++
+		}
+	}
+	return bad
+}
+
+// longestIncrGap is the longest time between successive successful INCRs
+// on any pod in alive, within [from, to].
+func (h *history) longestIncrGap(from, to time.Time, alive []int) time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	longest := time.Duration(0)
+	for _, i := range alive {
+		prev := from
+		for _, at := range h.incrOK[i] {
+			if at.Before(from) {
+				continue
+			}
+			if at.After(to) {
+				break
+			}
+			longest = max(longest, at.Sub(prev))
+			prev = at
+		}
+		longest = max(longest, to.Sub(prev))
+	}
+	return longest
+}
+
+// loadEvery runs NEXTID, GENEID, INCR and NEXTSEG on every pod, and SET on
+// one pod after another, until stop is closed.
+func loadEvery(s *statefulSet, h *history, stop chan struct{}) *sync.WaitGroup {
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for i, p := range s.pods {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := 0; ; k++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				began := time.Now()
+				var err error
+				switch k % 4 {
+				case 0:
+					var id int64
+					if id, err = p.rdb.Do(ctx, "NEXTID").Int64(); err == nil {
+						h.addIDs(id)
+					}
+				case 1:
+					var ids []int64
+					if ids, err = p.rdb.Do(ctx, "GENEID", "buyer-"+strconv.Itoa(k), 3).Int64Slice(); err == nil {
+						h.addIDs(ids...)
+					}
+				case 2:
+					var v int64
+					if v, err = p.rdb.Do(ctx, "INCR", "orders").Int64(); err == nil {
+						h.addValues(i, true, began, v, v)
+					}
+				case 3:
+					var v []int64
+					if v, err = p.rdb.Do(ctx, "NEXTSEG", "orders", 7).Int64Slice(); err == nil {
+						h.addValues(i, false, began, v[0], v[1])
+					}
+				}
+				if err != nil {
+					h.fail(err)
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for k := 0; ; k++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(300 * time.Millisecond):
+			}
+			p := s.pods[k%len(s.pods)]
+			high, err := p.rdb.Do(ctx, "GET", "orders").Int64()
+			if err != nil {
+				continue
+			}
+			v := high + 1000
+			if err := p.rdb.Do(ctx, "SET", "orders", v).Err(); err != nil {
+				h.fail(fmt.Errorf("SET-%v", err))
+				continue
+			}
+			h.mu.Lock()
+			h.sets = append(h.sets, ackedSet{time.Now(), v})
+			h.mu.Unlock()
+		}
+	}()
+	return &wg
+}
+
+// envInt reads a count from the environment, def when unset.
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
+
+// settled waits until every pod in alive answers, the cluster has want
+// voters and members, all of them alive ones.
+func (s *statefulSet) settled(want int, alive func(int) bool, d time.Duration) {
+	s.t.Helper()
+	waitFor(s.t, d, fmt.Sprintf("%d voters among the live pods", want), func() (bool, string) {
+		l := s.leader(alive)
+		if l < 0 {
+			return false, "no leader"
+		}
+		info := s.info(l)
+		voters, members := 0, 0
+		live := map[string]bool{}
+		for i := range s.pods {
+			if alive(i) {
+				live[s.pods[i].addr()] = true
+			}
+		}
+		for _, m := range memberLines(info) {
+			members++
+			if !live[m["resp"]] {
+				return false, fmt.Sprintf("member %s at %s is not a live pod: %v", m["id"], m["resp"], m)
+			}
+			if m["suffrage"] == "voter" {
+				voters++
+			}
+		}
+		return voters == want && members == len(live), fmt.Sprintf("%d voters, %d members: %v", voters, members, info)
+	})
+}
+
+// rolling replaces each pod in turn (kill -9, then the pod again at its
+// address, fresh or on its directory), under load, and checks the history.
+func rolling(t *testing.T, size int, fresh bool, rounds int) {
+	s := newStatefulSet(t, size, "--worker-bits", "4", "--seq-bits", "18", "--worker-lease", "3s", "--dead-member-after", "20s")
+	s.up()
+	all := func(int) bool { return true }
+	s.settled(min(size, 5)-(1-min(size, 5)%2), all, 20*time.Second)
+	h := newHistory(size)
+	stop := make(chan struct{})
+	wg := loadEvery(s, h, stop)
+	time.Sleep(time.Second)
+	var outages []time.Duration
+	leaderKills := 0
+	for r := range rounds {
+		victim := r % size
+		if l := s.leader(all); l == victim {
+			leaderKills++
+		}
+		var others []int
+		for i := range s.pods {
+			if i != victim {
+				others = append(others, i)
+			}
+		}
+		killed := time.Now()
+		s.pods[victim].p.Kill()
+		time.Sleep(200 * time.Millisecond) // the pod's replacement is scheduled
+		if err := s.start(victim, fresh); err != nil {
+			close(stop)
+			wg.Wait()
+			t.Fatalf("round %d: pod %d did not come back: %v", r, victim, err)
+		}
+		s.settled(min(size, 5)-(1-min(size, 5)%2), all, 30*time.Second)
+		time.Sleep(500 * time.Millisecond)
+		outages = append(outages, h.longestIncrGap(killed, time.Now(), others))
+	}
+	time.Sleep(time.Second)
+	close(stop)
+	wg.Wait()
+	longest := time.Duration(0)
+	for _, o := range outages {
+		longest = max(longest, o)
+	}
+	free := s.info(0)["worker_ids_free"]
+	t.Logf("%d pods, %d replacements (fresh directory: %v, %d of the leader), --worker-bits 4: %d IDs and %d segment values, "+
+		"%d SETs acknowledged; duplicates: %d IDs, %d values; below an acknowledged SET: %d; worker IDs free at the end: %s; "+
+		"longest INCR outage on the other pods per replacement: %v (longest %v); errors %v",
+		size, rounds, fresh, leaderKills, h.nIDs, h.nValues, len(h.sets), h.dupIDs, h.dupVals, h.belowSet(), free,
+		roundAll(outages), longest, h.errs)
+	if h.dupIDs > 0 || h.dupVals > 0 {
+		t.Fatalf("duplicates: %d IDs, %d values", h.dupIDs, h.dupVals)
+	}
+	if n := h.belowSet(); n > 0 {
+		t.Fatalf("%d values handed out at or below a SET acknowledged before they were asked for", n)
+	}
+	if h.nValues == 0 || h.nIDs == 0 || len(h.sets) == 0 {
+		t.Fatalf("no load went through: %d IDs, %d values, %d SETs", h.nIDs, h.nValues, len(h.sets))
+	}
+}
+
+func roundAll(ds []time.Duration) []time.Duration {
+	out := make([]time.Duration, len(ds))
+	for i, d := range ds {
+		out[i] = d.Round(time.Millisecond)
+	}
+	return out
+}
+
+// TestRollingReplacementEphemeral: three pods without volumes, each
+// replaced in turn by a new empty directory at the same address, under
+// load, with 16 worker IDs: the replacement removes the dead member and
+// joins at once, no operator step. IDSERVER_ROLLING_ROUNDS and
+// IDSERVER_ROLLING_SIZE make the run longer or wider.
+func TestRollingReplacementEphemeral(t *testing.T) {
+	rolling(t, envInt("IDSERVER_ROLLING_SIZE", 3), true, envInt("IDSERVER_ROLLING_ROUNDS", 6))
+}
+
+// TestRollingRestartPersistent: the same with volumes: each pod comes back
+// on its own directory.
+func TestRollingRestartPersistent(t *testing.T) {
+	rolling(t, envInt("IDSERVER_ROLLING_SIZE", 3), false, envInt("IDSERVER_ROLLING_ROUNDS", 3))
+}
+
+// TestWholeStatefulSetRestartsAtOnce: every pod killed and started again at
+// once on its volume; the cluster comes back and nothing repeats.
+func TestWholeStatefulSetRestartsAtOnce(t *testing.T) {
+	s := newStatefulSet(t, 3, "--worker-lease", "3s")
+	s.up()
+	all := func(int) bool { return true }
+	s.settled(3, all, 20*time.Second)
+	h := newHistory(3)
+	stop := make(chan struct{})
+	wg := loadEvery(s, h, stop)
+	time.Sleep(time.Second)
+	for _, p := range s.pods {
+		p.p.Kill()
+	}
+	killed := time.Now()
+	errs := make(chan error, len(s.pods))
+	for i := range s.pods {
+		go func() { errs <- s.start(i, false) }()
+	}
+	for range s.pods {
+		if err := <-errs; err != nil {
+			close(stop)
+			wg.Wait()
+			t.Fatal(err)
+		}
+	}
+	back := time.Since(killed)
+	s.settled(3, all, 30*time.Second)
+	before := h.nValues
+	time.Sleep(2 * time.Second)
+	close(stop)
+	wg.Wait()
+	t.Logf("3 pods killed at once and restarted on their volumes: all listening again after %v; %d IDs, %d values, %d SETs; "+
+		"duplicates %d IDs %d values, below a SET %d; errors %v", back.Round(time.Millisecond), h.nIDs, h.nValues, len(h.sets),
+		h.dupIDs, h.dupVals, h.belowSet(), h.errs)
+	if h.dupIDs > 0 || h.dupVals > 0 || h.belowSet() > 0 {
+		t.Fatalf("duplicates: %d IDs, %d values; below a SET: %d", h.dupIDs, h.dupVals, h.belowSet())
+	}
+	if h.nValues == before {
+		t.Fatal("no values after the restart")
+	}
+}
+
+// TestGrowthBeyondVoters: more pods than --voters: exactly that many voters,
+// the others non-voters that serve everything; a voter killed, then the
+// leader: back to the same number of voters; non-voters killed: removed
+// after --dead-member-after, their worker IDs free again.
+func TestGrowthBeyondVoters(t *testing.T) {
+	size := envInt("IDSERVER_GROWTH_SIZE", 7)
+	voters := 3
+	if size >= 9 {
+		voters = 5
+	}
+	s := newStatefulSet(t, size, "--voters", strconv.Itoa(voters), "--dead-member-after", "4s", "--worker-lease", "2s")
+	s.up()
+	dead := map[int]bool{}
+	alive := func(i int) bool { return !dead[i] }
+	s.settled(voters, alive, 30*time.Second)
+	h := newHistory(size)
+	stop := make(chan struct{})
+	wg := loadEvery(s, h, stop)
+	defer func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+			wg.Wait()
+		}
+	}()
+	suffrage := func() map[int]string {
+		out := map[int]string{}
+		l := s.leader(alive)
+		if l < 0 {
+			t.Fatal("no leader")
+		}
+		info := s.info(l)
+		for _, m := range memberLines(info) {
+			for i, p := range s.pods {
+				if p.addr() == m["resp"] {
+					out[i] = m["suffrage"]
+				}
+			}
+		}
+		return out
+	}
+	// Every non-voter serves every command.
+	for i, sf := range suffrage() {
+		if sf != "nonvoter" {
+			continue
+		}
+		ctx := context.Background()
+		if err := s.pods[i].rdb.Do(ctx, "SET", "grown", 10).Err(); err != nil {
+			t.Fatalf("SET on non-voter pod %d: %v", i, err)
+		}
+		if v, err := s.pods[i].rdb.Do(ctx, "INCR", "grown").Int64(); err != nil || v <= 10 {
+			t.Fatalf("INCR on non-voter pod %d after SET 10: %d %v", i, v, err)
+		}
+		break
+	}
+	// INCR, NEXTID and SET latency on a non-voter next to a voter, under
+	// the load on every pod.
+	var lat []string
+	for _, want := range []string{"voter", "nonvoter"} {
+		for i, sf := range suffrage() {
+			if sf != want {
+				continue
+			}
+			lat = append(lat, fmt.Sprintf("%s pod %d: %s", want, i, latencies(t, s.pods[i].rdb, 2000)))
+			break
+		}
+	}
+	freeAt := func() int {
+		n, _ := strconv.Atoi(s.info(s.leader(alive))["worker_ids_free"])
+		return n
+	}
+	free0 := freeAt()
+	kill := func(i int) {
+		dead[i] = true
+		s.pods[i].p.Kill()
+	}
+	// A voter that does not lead, then the leader.
+	l := s.leader(alive)
+	for i, sf := range suffrage() {
+		if sf == "voter" && i != l {
+			kill(i)
+			break
+		}
+	}
+	began := time.Now()
+	s.settled(voters, alive, 30*time.Second)
+	afterVoter := time.Since(began)
+	kill(s.leader(alive))
+	began = time.Now()
+	s.settled(voters, alive, 30*time.Second)
+	afterLeader := time.Since(began)
+	// Non-voters: all but what leaves the voters and one non-voter.
+	killed := 0
+	for i, sf := range suffrage() {
+		if sf == "nonvoter" && killed < size-voters-3 {
+			kill(i)
+			killed++
+		}
+	}
+	began = time.Now()
+	s.settled(voters, alive, 60*time.Second)
+	afterNonvoters := time.Since(began)
+	free := freeAt()
+	close(stop)
+	wg.Wait()
+	t.Logf("%d pods, --voters %d: back to %d voters %v after a voter was killed, %v after the leader was; %d non-voters killed: "+
+		"removed after %v, worker IDs free %d -> %d; %d IDs, %d values, duplicates %d/%d, below a SET %d; errors %v; latency (p50/p99) %v",
+		size, voters, voters, afterVoter.Round(time.Millisecond), afterLeader.Round(time.Millisecond), killed,
+		afterNonvoters.Round(time.Millisecond), free0, free, h.nIDs, h.nValues, h.dupIDs, h.dupVals, h.belowSet(), h.errs, lat)
+	if want := free0 + 2 + killed; free != want {
+		t.Fatalf("worker IDs free: %d before, %d after %d members were removed; want %d", free0, free, 2+killed, want)
+	}
+	if h.dupIDs > 0 || h.dupVals > 0 || h.belowSet() > 0 {
+		t.Fatalf("duplicates: %d IDs, %d values; below a SET: %d", h.dupIDs, h.dupVals, h.belowSet())
+	}
+}
+
+// TestAutopilotMisconfigurationExits2: --voters 0 or negative and a
+// negative --dead-member-after are refused at start with exit 2; an even
+// --voters starts with a warning.
+func TestAutopilotMisconfigurationExits2(t *testing.T) {
+	for _, args := range [][]string{{"--voters", "0"}, {"--voters", "-3"}, {"--dead-member-after", "-1s"}, {"--zone", "a,b"}} {
+		code, out := runToExit(t, append([]string{"--dir", t.TempDir(), "--port", "0"}, args...)...)
+		if code != 2 || !strings.Contains(out, strings.TrimPrefix(args[0], "--")) {
+			t.Fatalf("%v: exit %d, want 2 naming the flag:\n%s", args, code, out)
+		}
+	}
+	p := startProc(t, t.TempDir(), "--voters", "4")
+	if !strings.Contains(p.Log(), "--voters 4 is even") {
+		t.Fatalf("no warning for an even --voters:\n%s", p.Log())
+	}
+	p.Kill()
+}
+
+// TestRefusedJoinerNamesTheReason: a joiner with another ID layout is
+// refused, and its error says why, not "no leader reachable".
+func TestRefusedJoinerNamesTheReason(t *testing.T) {
+	first := startProc(t, t.TempDir())
+	code, out := runToExit(t, "--dir", t.TempDir(), "--port", "0", "--raft-addr", "127.0.0.1:0", "--join", first.Addr,
+		"--worker-bits", "8", "--seq-bits", "14")
+	if code == 0 || !strings.Contains(out, "layout") || strings.Contains(out, "no leader reachable") {
+		t.Fatalf("joiner with another layout: exit %d, want a refusal naming the layout:\n%s", code, out)
+	}
+}
+
+// TestZoneLossKeepsAMajority: nine pods in three zones, --voters 5: the
+// voters are spread 2+2+1, so that losing any zone leaves a majority. The
+// zone with the leader is killed under load: the others elect a leader and
+// serve, and the lost zone's voters are replaced from the other two zones.
+func TestZoneLossKeepsAMajority(t *testing.T) {
+	zones := []string{"a", "b", "c"}
+	s := newStatefulSet(t, 9, "--voters", "5", "--dead-member-after", "4s", "--worker-lease", "2s")
+	s.zone = func(i int) string { return zones[i%3] }
+	s.up()
+	dead := map[int]bool{}
+	alive := func(i int) bool { return !dead[i] }
+	s.settled(5, alive, 40*time.Second)
+	perZone := func() map[string]int {
+		out := map[string]int{}
+		l := s.leader(alive)
+		if l < 0 {
+			return nil
+		}
+		for _, m := range memberLines(s.info(l)) {
+			if m["suffrage"] == "voter" {
+				out[m["zone"]]++
+			}
+		}
+		return out
+	}
+	waitFor(t, 20*time.Second, "voters spread 2+2+1 over the zones", func() (bool, string) {
+		z := perZone()
+		return len(z) == 3 && z["a"] <= 2 && z["b"] <= 2 && z["c"] <= 2, fmt.Sprint(z)
+	})
+	h := newHistory(len(s.pods))
+	stop := make(chan struct{})
+	wg := loadEvery(s, h, stop)
+	time.Sleep(time.Second)
+	lost := zones[s.leader(alive)%3]
+	killed := time.Now()
+	var survivors []int
+	for i := range s.pods {
+		if zones[i%3] == lost {
+			dead[i] = true
+			s.pods[i].p.Kill()
+		} else {
+			survivors = append(survivors, i)
+		}
+	}
+	waitFor(t, 10*time.Second, "a leader in the other zones", func() (bool, string) { return s.leader(alive) >= 0, "none" })
+	elected := time.Since(killed)
+	time.Sleep(2 * time.Second)
+	outage := h.longestIncrGap(killed, time.Now(), survivors)
+	s.settled(5, alive, 40*time.Second)
+	z := perZone()
+	close(stop)
+	wg.Wait()
+	t.Logf("9 pods in zones a, b, c, --voters 5; zone %s (with the leader) killed: a leader again after %v, longest INCR outage "+
+		"on the other zones %v; voters per zone after the dead were removed: %v; %d IDs, %d values, duplicates %d/%d, "+
+		"below a SET %d; errors %v", lost, elected.Round(time.Millisecond), outage.Round(time.Millisecond), z, h.nIDs, h.nValues,
+		h.dupIDs, h.dupVals, h.belowSet(), h.errs)
+	if z[lost] != 0 || z[zones[0]]+z[zones[1]]+z[zones[2]] != 5 {
+		t.Fatalf("voters per zone %v: want 5 in the two zones left", z)
+	}
+	if h.dupIDs > 0 || h.dupVals > 0 || h.belowSet() > 0 {
+		t.Fatalf("duplicates: %d IDs, %d values; below a SET: %d", h.dupIDs, h.dupVals, h.belowSet())
+	}
+}
+
+// latencies times n sequential INCRs and NEXTIDs and n/100 SETs on rdb and
+// answers their p50/p99.
+func latencies(t *testing.T, rdb *redis.Client, n int) string {
+	t.Helper()
+	ctx := context.Background()
+	pct := func(d []time.Duration) string {
+		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+		return fmt.Sprintf("%v/%v", d[len(d)/2].Round(time.Microsecond), d[len(d)*99/100].Round(time.Microsecond))
+	}
+	run := func(count int, cmd ...any) string {
+		var d []time.Duration
+		for range count {
+			began := time.Now()
+			if err := rdb.Do(ctx, cmd...).Err(); err != nil {
+				continue
+			}
+			d = append(d, time.Since(began))
+		}
+		if len(d) == 0 {
+			return "none answered"
+		}
+		return pct(d)
+	}
+	high, _ := rdb.Do(ctx, "GET", "latency").Int64()
+	sets := 0
+	var setD []time.Duration
+	for range max(n/100, 1) {
+		high += 1000
+		began := time.Now()
+		if rdb.Do(ctx, "SET", "latency", high).Err() == nil {
+			setD = append(setD, time.Since(began))
+			sets++
+		}
+	}
+	setS := "none answered"
+	if sets > 0 {
+		setS = pct(setD)
+	}
+	return fmt.Sprintf("INCR %s, NEXTID %s, SET %s", run(n, "INCR", "latency"), run(n, "NEXTID"), setS)
+}

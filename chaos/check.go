@@ -217,9 +217,14 @@ func (c *checker) increasing(kind string, groups map[string][]*Op, lo, hi func(*
 	}
 }
 
-// idOrder: NEXTIDs of one node strictly increase, and GENEIDs of one node
-// and gene, for requests that do not overlap in time.
+// idOrder: NEXTIDs of one node and worker ID strictly increase, and
+// GENEIDs of one node, worker ID and gene, for requests that do not overlap
+// in time. Per worker: a node whose clock went back further than
+// --max-borrow takes a fresh worker ID, and its order restarts with it
+// (SPEC section 9). The campaign runs the default layout (10 worker bits
+// above 12 sequence bits).
 func (c *checker) idOrder() {
+	worker := func(id int64) int64 { return id >> 12 & 1023 }
 	next := map[string][]*Op{}
 	gene := map[string][]*Op{}
 	for _, op := range c.h.Ops {
@@ -232,14 +237,14 @@ func (c *checker) idOrder() {
 				break
 			}
 		}
-		switch op.Kind {
-		case KNextID:
-			next["NEXTID node "+op.Node] = append(next["NEXTID node "+op.Node], op)
-		case KGeneID:
-			if len(op.IDs) > 0 {
-				k := fmt.Sprintf("GENEID node %s gene %d", op.Node, op.IDs[0]&c.geneMask)
-				gene[k] = append(gene[k], op)
-			}
+		switch {
+		case len(op.IDs) == 0:
+		case op.Kind == KNextID:
+			k := fmt.Sprintf("NEXTID node %s worker %d", op.Node, worker(op.IDs[0]))
+			next[k] = append(next[k], op)
+		case op.Kind == KGeneID:
+			k := fmt.Sprintf("GENEID node %s worker %d gene %d", op.Node, worker(op.IDs[0]), op.IDs[0]&c.geneMask)
+			gene[k] = append(gene[k], op)
 		}
 	}
 	first := func(op *Op) int64 { return op.IDs[0] }

@@ -35,6 +35,9 @@ func TestCheckerFindsEachAnomaly(t *testing.T) {
 		set("x", 5, Refused, 8, 9), // below 2001: refused rightly
 		{Kind: KGet, Key: "x", Last: 3000, Start: ms(10), End: ms(11)},
 		{Kind: KNextID, Slot: 0, Err: "-CLOCKBACK clock is 5 ms behind issued IDs", Outcome: Refused, Start: ms(30), End: ms(31)},
+		// Node c's clock went back and it took a fresh worker ID: its
+		// order restarts with the new worker.
+		ids(KNextID, "c", 0, 1, 1000<<22|1<<12|3), ids(KNextID, "c", 2, 3, 500<<22|2<<12|4),
 	}
 	cases := []struct {
 		kind string
@@ -45,6 +48,7 @@ func TestCheckerFindsEachAnomaly(t *testing.T) {
 		{"duplicate-id-forgotten", []*Op{ids(KNextID, "a", 0, 1, 10), {Kind: KNextID, Node: "b", IDs: []int64{10}, Ghost: "forgotten"}}},
 		{"id-order", []*Op{ids(KNextID, "a", 0, 1, 10), ids(KNextID, "a", 2, 3, 9)}},
 		{"id-order", []*Op{ids(KNextID, "a", 0, 1, 10, 9)}},
+		{"id-order", []*Op{ids(KNextID, "c", 0, 1, 1000<<22|1<<12|3), ids(KNextID, "c", 2, 3, 500<<22|1<<12|4)}},
 		{"gene-order", []*Op{ids(KGeneID, "a", 0, 1, 512+7), ids(KGeneID, "a", 2, 3, 256+7)}},
 		{"duplicate-value", []*Op{alloc("a", "x", 1, 10, 0, 1), alloc("b", "x", 10, 12, 0, 1)}},
 		{"value-order", []*Op{alloc("a", "y", 100, 110, 0, 1), alloc("a", "y", 50, 60, 2, 3)}},

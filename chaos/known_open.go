@@ -8,7 +8,7 @@ var ciFaults = AllFaults
 // fail on them; delete an entry when its fix lands, so the campaign guards
 // it from then on.
 var knownOpen = map[string]string{
-	"exit-on-full-disk":     "found by this campaign, spec silent: a member whose disk fills exits (pebble: fatal commit error); restarted, it recovers",
+	"exit-on-full-disk": "found by this campaign, spec silent: a member whose disk fills exits (pebble: fatal commit error); restarted, it recovers",
 }
 
 // excused says why an anomaly kind does not fail TestCampaign, or "".

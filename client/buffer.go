@@ -98,7 +98,18 @@ type Sequence struct {
 	lastSent time.Time  // when the last request was sent, for the rate
 	lastOut  int64      // Strict: the last value handed out
 	hasOut   bool
+	// orderRestarts: IDs, whose order restarts when a node takes a fresh
+	// worker ID (tag values never go back). belowSince: Strict has been
+	// dropping whole chunks at or below lastOut since then (zero: not).
+	orderRestarts bool
+	belowSince    time.Time
 }
+
+// strictRestartAfter is how long a Strict sequence of IDs drops whole
+// batches at or below its last ID before it takes them as a restarted
+// order (ErrOrderRestarted): longer than another node's clock is behind
+// after a failover (its --max-borrow, 1s by default).
+const strictRestartAfter = 2 * time.Second
 
 func newSequence(c *Client, fetch fetchFunc, opt Buffer, maxAge time.Duration, maxBatch int) *Sequence {
 	opt = opt.withDefaults()
@@ -190,6 +201,11 @@ func (s *Sequence) take(ctx context.Context, dst []run, want int) (runs []run, b
 				return dst, born, nil
 			}
 		}
+		if s.orderRestarts && !s.belowSince.IsZero() && now.Sub(s.belowSince) > strictRestartAfter {
+			s.hasOut, s.belowSince = false, time.Time{}
+			s.mu.Unlock()
+			return dst, born, ErrOrderRestarted
+		}
 		var call *fetchCall
 		switch {
 		case !s.opt.NoSingleflight && s.inflight != nil:
@@ -233,6 +249,9 @@ func (s *Sequence) pop(dst []run, want int) ([]run, time.Time) {
 		if s.opt.Strict && s.hasOut && !c.skipped {
 			s.skipTo(c, s.lastOut)
 			c.skipped = true
+			if len(c.runs) == 0 && s.belowSince.IsZero() {
+				s.belowSince = time.Now()
+			}
 		}
 		for want > 0 && len(c.runs) > 0 {
 			r := &c.runs[0]
@@ -250,6 +269,7 @@ func (s *Sequence) pop(dst []run, want int) ([]run, time.Time) {
 		}
 		if s.opt.Strict && len(dst) > 0 {
 			s.lastOut, s.hasOut = dst[len(dst)-1].last(), true
+			s.belowSince = time.Time{}
 		}
 		if len(c.runs) == 0 {
 			s.chunks[0] = chunk{}

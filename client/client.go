@@ -22,6 +22,13 @@ var (
 	ErrClosed = errors.New("idclient: closed")
 	// ErrNoAddrs: Options.Addrs is empty.
 	ErrNoAddrs = errors.New("idclient: no server address")
+	// ErrOrderRestarted: a Strict sequence of IDs got only IDs at or below
+	// the last one it handed out for longer than a failover explains
+	// (strictRestartAfter): the node's clock went back further than it
+	// could borrow and it took a fresh worker ID, whose IDs start from its
+	// clock (SPEC section 9). The IDs stay unique; the order restarts. The
+	// next call hands out IDs increasing from the new start.
+	ErrOrderRestarted = errors.New("idclient: the server's ID order restarted (its clock went back and it took a fresh worker ID)")
 )
 
 // Options configure a Client.
@@ -171,6 +178,7 @@ func New(opts Options) (*Client, error) {
 		c.nodes = append(c.nodes, redis.NewClient(&o))
 	}
 	c.ids = newSequence(c, c.fetchNextIDs(), opts.Buffer, opts.MaxAge, engineMaxCount)
+	c.ids.orderRestarts = true
 	return c, nil
 }
 
@@ -270,6 +278,7 @@ func (c *Client) geneSequence(ctx context.Context, buyer string) (*Sequence, err
 			buf.Batch = geneBatch
 		}
 		s = newSequence(c, c.fetchGeneIDs(strconv.FormatUint(uint64(gene), 10), int64(1)<<layout.GeneBits), buf, c.opt.MaxAge, geneBatchMax(layout))
+		s.orderRestarts = true
 		c.genes[gene] = s
 	}
 	if t != nil {

@@ -143,6 +143,9 @@ type member struct {
 	// carried (restart.go): a start from a directory that says less runs
 	// on a restored copy.
 	Incarnation uint64 `json:"incarnation,omitempty"`
+	// Retired: worker IDs the node issued on before its clock went back
+	// and it took a fresh one (fresh.go), held until their leases end.
+	Retired []int64 `json:"retired,omitempty"`
 }
 
 // workerState is one worker ID: who holds it, and the end of the lease its
@@ -386,6 +389,7 @@ var applyTable = map[byte]func(*fsm, *decoder, *persist.Batch, *changes) any{
 	entryLease:   (*fsm).applyLease,
 	entryAddrs:   (*fsm).applyAddrs,
 	entryRecover: (*fsm).applyRecover,
+	entryFresh:   (*fsm).applyFresh,
 
 	// Public IDs.
 	entryPublicKey: (*fsm).applyPublicKey,
@@ -555,6 +559,7 @@ func (f *fsm) applyForget(d *decoder, b *persist.Batch, ch *changes) any {
 			f.meta.Departed[node] = ws.LeaseEnd
 		}
 	}
+	f.forgetRetired(node, m)
 	ch.members = true
 	return nil
 }
@@ -618,6 +623,7 @@ func (f *fsm) applyRecover(d *decoder, b *persist.Batch, ch *changes) any {
 		if ws := f.meta.Workers[m.Worker]; ws != nil {
 			ws.Forgotten = true
 		}
+		f.forgetRetired(id, m)
 	}
 	for _, ws := range f.meta.Workers {
 		if ws.Node != node {

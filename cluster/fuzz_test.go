@@ -18,6 +18,7 @@ func FuzzFSMApply(f *testing.F) {
 	f.Add([]byte(newEntry(entryInit).string("c").string("l")))
 	f.Add([]byte(newEntry(entryAddrs).string("n1").string("r2").string("p2")))
 	f.Add([]byte(newEntry(entryForget).string("n1")))
+	f.Add([]byte(newEntry(entryFresh).string("n1").varint(0).varint(30000).varint(10000)))
 	f.Add([]byte{entryAlloc, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	store := openStore(f)
 	fm, err := newFSM(store, 15)
@@ -47,6 +48,13 @@ func FuzzFSMApply(f *testing.F) {
 			held[m.Worker] = node
 			if m.Worker < 0 || m.Worker > fm.maxWorker {
 				t.Fatalf("worker %d out of range", m.Worker)
+			}
+		}
+		for node, m := range fm.meta.Members {
+			for _, w := range m.Retired {
+				if other, dup := held[w]; dup && other != node {
+					t.Fatalf("worker %d retired by %s and held by %s", w, node, other)
+				}
 			}
 		}
 		for tag, ts := range fm.tags {

@@ -380,6 +380,7 @@ const (
 	opForgotten               // any: the leader is forgetting you
 	opStats                   // any: your Raft progress, for autopilot (with the leader's view of every member)
 	opIssued                  // any: answer the largest value of a tag handed out, dropping nothing (before a SET fences)
+	opFresh                   // leader: a fresh worker ID for a clock that went back (fresh.go)
 )
 
 // code is an error's sentinel on the wire.
@@ -471,7 +472,7 @@ type response struct {
 	Msg      string       `json:"msg,omitempty"`
 	Identity *Identity    `json:"identity,omitempty"`
 	Results  []wireResult `json:"results,omitempty"`
-	Join     *JoinResult  `json:"join,omitempty"`
+	Join     *JoinResult  `json:"join,omitempty"` // joins, and fresh worker IDs
 	Value    int64        `json:"value,omitempty"`
 	Old      int64        `json:"old,omitempty"`
 	Found    bool         `json:"found,omitempty"`
@@ -649,6 +650,8 @@ func (c *Cluster) answer(req *request) *response {
 			return fail(err)
 		}
 		return &response{Value: g.EndMS, Lease: &g}
+	case opFresh:
+		return c.answerFresh(req)
 	case opHigh:
 		v, ok, err := c.High(ctx, req.Tag)
 		if err != nil {

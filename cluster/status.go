@@ -28,8 +28,9 @@ type MemberStatus struct {
 type Status struct {
 	NodeID          string
 	ClusterID       string
-	Worker          int64 // -1 when this node holds none
-	LeaseEndMS      int64 // committed lease end of this node's worker ID, ID time
+	Worker          int64           // -1 when this node holds none
+	LeaseEndMS      int64           // committed lease end of this node's worker ID, ID time
+	Retired         []RetiredWorker // worker IDs this node held before its clock went back (fresh.go)
 	Role            string
 	LeaderID        string
 	Leader          string // RESP address
@@ -85,7 +86,7 @@ func (c *Cluster) Status() Status {
 		}
 	}
 	return Status{
-		NodeID: c.cfg.NodeID, ClusterID: c.ClusterID(), Worker: worker, LeaseEndMS: c.fsm.lease(c.cfg.NodeID),
+		NodeID: c.cfg.NodeID, ClusterID: c.ClusterID(), Worker: worker, LeaseEndMS: c.fsm.lease(c.cfg.NodeID), Retired: c.Retired(),
 		Role: st["state"], LeaderID: string(leaderID), Leader: leader, Term: st["term"],
 		Members: members, Suffrage: c.suffrage(), Voters: voters, MaxVoters: c.cfg.Voters, Zone: c.cfg.Zone, FreeWorkers: c.fsm.freeWorkers(), AppliedIndex: c.fsm.applied(), CommitIndex: st["commit_index"],
 		RaftAddr: c.RaftAddr(), AppliesProposed: c.applies.Load(),
@@ -110,6 +111,7 @@ func (s Status) Pairs() [][2]string {
 		{"cluster_id", s.ClusterID},
 		{"worker_id", w},
 		{"worker_lease_end_ms", fmt.Sprint(s.LeaseEndMS)},
+		{"worker_retired", retiredPairs(s.Retired)},
 		{"role", s.Role},
 		{"leader_id", s.LeaderID},
 		{"leader", s.Leader},

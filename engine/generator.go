@@ -34,11 +34,19 @@ var (
 
 // ClockBackError is ErrClockBack with the distance, in milliseconds,
 // between the wall clock and the time the next ID would carry (the start
-// of its time unit).
-type ClockBackError struct{ BehindMS int64 }
+// of its time unit), and what the node is doing about it ("" when nothing
+// is known: see Generator.SetClockBackProblem).
+type ClockBackError struct {
+	BehindMS int64
+	Reason   string
+}
 
 func (e *ClockBackError) Error() string {
-	return fmt.Sprintf("clock is %d ms behind issued IDs", e.BehindMS)
+	msg := fmt.Sprintf("clock is %d ms behind issued IDs", e.BehindMS)
+	if e.Reason != "" {
+		msg += ": " + e.Reason
+	}
+	return msg
 }
 
 // Is makes errors.Is(err, ErrClockBack) true.
@@ -54,14 +62,19 @@ type LeaseError struct {
 }
 
 func (e *LeaseError) Error() string {
-	msg := "no worker lease yet"
-	if e.EndMS > 0 {
-		msg = fmt.Sprintf("worker lease ended %d ms ago", e.BehindMS)
+	switch {
+	case e.EndMS == 0:
+		msg := "no worker lease yet"
+		if e.Reason != "" {
+			msg += ": " + e.Reason
+		}
+		return msg
+	case e.Reason == "":
+		// Renewals work, and they run a quarter of a lease ahead: the
+		// clock moved past the lease faster than they did.
+		return fmt.Sprintf("the clock moved %d ms past the worker lease (stepped forward?): renewing the lease", e.BehindMS)
 	}
-	if e.Reason != "" {
-		msg += ": " + e.Reason
-	}
-	return msg
+	return fmt.Sprintf("worker lease ended %d ms ago: %s", e.BehindMS, e.Reason)
 }
 
 // Is makes errors.Is(err, ErrNoLease) true.
@@ -140,7 +153,9 @@ type Generator struct {
 	reserved  atomic.Int64           // durable high-water, ticks: every issued tick is below it
 	leaseEnd  atomic.Int64           // ms since the epoch: every issued tick ends at or before it; only goes up
 	leaseWhy  atomic.Pointer[string] // why it is not being renewed; nil when it is
+	clockWhy  atomic.Pointer[string] // what the node does about a clock that went back
 	reserveMu sync.Mutex             // serialises store writes so they only go up
+	trouble   chan struct{}          // kicked on CLOCKBACK and on a lease that ended (Trouble)
 	kick      chan struct{}
 
 	uuids *UUIDv7 // UUIDv7s; its times are below the high-water too (g.mu)
@@ -155,6 +170,7 @@ type Generator struct {
 	lanes     []int64 // per gene: last slot issued with that gene
 	cursor    int64   // next gene NEXTID uses
 	uuidMS    int64   // time of the last UUIDv7 issued, ms since the epoch; -1: none
+	switches  uint64  // worker switches so far (SwitchWorker)
 }
 
 // New loads the stored high-water, starts the logical clock at
@@ -196,6 +212,7 @@ func New(cfg Config, now Clock, store HighWaterStore) (*Generator, error) {
 		worker:      cfg.Worker << l.SeqBits,
 		maxTime:     1 << l.TimeBits,
 		kick:        make(chan struct{}, 1),
+		trouble:     make(chan struct{}, 1),
 		lanes:       make([]int64, 1<<l.GeneBits),
 	}
 	if g.sleep == nil {
@@ -278,6 +295,37 @@ func (g *Generator) SetLeaseProblem(reason string) {
 	g.leaseWhy.Store(&reason)
 }
 
+// SetClockBackProblem records what the node does about a clock that went
+// back further than the borrow ("" for nothing to say); the text goes into
+// the ClockBackError a request gets.
+func (g *Generator) SetClockBackProblem(reason string) {
+	if reason == "" {
+		g.clockWhy.Store(nil)
+		return
+	}
+	g.clockWhy.Store(&reason)
+}
+
+func (g *Generator) clockBackError(behindMS int64) *ClockBackError {
+	e := &ClockBackError{BehindMS: behindMS}
+	if why := g.clockWhy.Load(); why != nil {
+		e.Reason = *why
+	}
+	return e
+}
+
+// Trouble is kicked (it never blocks the generator) when a request is
+// refused with CLOCKBACK or for a lease that ended, so that the node acts
+// at once: takes a fresh worker ID, or renews the lease.
+func (g *Generator) Trouble() <-chan struct{} { return g.trouble }
+
+func (g *Generator) troubled() {
+	select {
+	case g.trouble <- struct{}{}:
+	default:
+	}
+}
+
 func (g *Generator) leaseError(endMS, t int64) *LeaseError {
 	e := &LeaseError{EndMS: endMS, BehindMS: max(t*g.unitMS-endMS, 0)}
 	if why := g.leaseWhy.Load(); why != nil {
@@ -343,14 +391,22 @@ func (g *Generator) GeneIDs(dst []int64, gene uint32, n int) ([]int64, error) {
 // it waits for the clock, as long as that takes, with the lock released. It
 // never waits for a lease: a slot at or past the lease end is ErrNoLease.
 func (g *Generator) issue(dst []int64, n int, gene int64) ([]int64, error) {
+	dst, _, err := g.issueGen(dst, n, gene)
+	return dst, err
+}
+
+// issueGen is issue, also returning the count of worker switches the IDs
+// were issued under (NextIDRuns extends a run only under the same one).
+func (g *Generator) issueGen(dst []int64, n int, gene int64) (_ []int64, switches uint64, _ error) {
 	wall, wallMS := g.wallMS()
-	leaseMS := g.leaseEnd.Load()
-	lease := g.leaseTicks(leaseMS)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
-		return dst, ErrClosed
+		return dst, 0, ErrClosed
 	}
+	switches = g.switches
+	leaseMS := g.leaseEnd.Load() // under the lock: SwitchWorker replaces it
+	lease := g.leaseTicks(leaseMS)
 	g.tick(wall)
 	start := len(dst)
 	fresh := false // wall was read under the lock
@@ -367,7 +423,8 @@ func (g *Generator) issue(dst []int64, n int, gene int64) ([]int64, error) {
 		}
 		t := slot >> g.seqBits
 		if t >= lease {
-			return dst[:start], g.leaseError(leaseMS, t)
+			g.troubled()
+			return dst[:start], switches, g.leaseError(leaseMS, t)
 		}
 		if t-max(wall, g.bootFloor) > g.borrowTicks {
 			if !fresh {
@@ -383,7 +440,8 @@ func (g *Generator) issue(dst []int64, n int, gene int64) ([]int64, error) {
 			if g.cur > ref {
 				// The logical clock is ahead of both the clock and the
 				// boot floor: the wall clock went back.
-				return dst[:start], &ClockBackError{BehindMS: t*g.unitMS - wallMS}
+				g.troubled()
+				return dst[:start], switches, g.clockBackError(t*g.unitMS - wallMS)
 			}
 			// Demand outran 2^seq-bits IDs per tick: wait for the clock,
 			// until the moment it reaches tick t less the borrow and no
@@ -395,22 +453,28 @@ func (g *Generator) issue(dst []int64, n int, gene int64) ([]int64, error) {
 			}
 			wall, wallMS = g.wallMS()
 			fresh = false
-			leaseMS = g.leaseEnd.Load()
-			lease = g.leaseTicks(leaseMS)
 			g.mu.Lock()
 			if g.closed {
-				return dst[:start], ErrClosed
+				return dst[:start], switches, ErrClosed
+			}
+			leaseMS = g.leaseEnd.Load()
+			lease = g.leaseTicks(leaseMS)
+			if g.switches != switches {
+				// A fresh worker ID while this waited: start over on it
+				// (the IDs taken so far are dropped, a gap), so that one
+				// reply's IDs still increase.
+				dst, i, switches = dst[:start], 0, g.switches
 			}
 			g.tick(wall)
 			continue
 		}
 		if t >= g.maxTime {
-			return dst[:start], ErrTimeExhausted
+			return dst[:start], switches, ErrTimeExhausted
 		}
 		if t >= g.reserved.Load() {
 			// The background step fell behind: reserve now, on the hot path.
 			if err := g.reserve(g.horizon(t, wall)); err != nil {
-				return dst[:start], err
+				return dst[:start], switches, err
 			}
 		}
 		g.lanes[gn] = slot
@@ -428,7 +492,7 @@ func (g *Generator) issue(dst []int64, n int, gene int64) ([]int64, error) {
 		default:
 		}
 	}
-	return dst, nil
+	return dst, switches, nil
 }
 
 // UUIDv7s appends n RFC 9562 UUIDv7s to dst, each greater than every one
@@ -490,12 +554,65 @@ func (g *Generator) ReserveAhead() error {
 	wall, _ := g.wallMS()
 	g.mu.Lock()
 	t := max(g.cur, g.maxIssued>>g.seqBits)
-	closed := g.closed
+	closed, switches := g.closed, g.switches
 	g.mu.Unlock()
 	if closed || !g.lowHeadroom(g.reserved.Load(), t, wall) {
 		return nil
 	}
+	g.reserveMu.Lock()
+	moved := g.switches != switches // t was the previous worker's
+	g.reserveMu.Unlock()
+	if moved {
+		return nil
+	}
 	return g.reserve(g.horizon(t, wall))
+}
+
+// SwitchWorker moves the generator to a fresh worker ID, on which it
+// issues above startAboveMS (the end of the worker's previous lease) from
+// the wall clock on, within the lease leaseEndMS. It is how a node whose
+// clock went back further than the borrow goes on issuing (SPEC section
+// 9): the old worker's IDs lie below its lease end, which its holder no
+// longer extends and the cluster does not hand out again below. The
+// logical clock restarts at the wall clock, so later IDs may be smaller
+// than earlier ones: per-node order restarts with the new worker.
+//
+// The stored high-water is lowered to the new worker's window: the caller
+// must have stored the new worker ID durably first, so that a restart
+// never pairs the old worker with the lowered mark.
+func (g *Generator) SwitchWorker(worker, startAboveMS, leaseEndMS int64) error {
+	if worker < 0 || worker > g.layout.MaxWorker() {
+		return fmt.Errorf("worker id %d does not fit in %d worker bits (0..%d)", worker, g.layout.WorkerBits, g.layout.MaxWorker())
+	}
+	wall, _ := g.wallMS()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return ErrClosed
+	}
+	// The previous holder's ticks all end at or before its lease end.
+	start := max(wall, startAboveMS/g.unitMS+1)
+	if start >= g.maxTime {
+		return ErrTimeExhausted
+	}
+	g.reserveMu.Lock()
+	defer g.reserveMu.Unlock()
+	hw := g.horizon(start, wall)
+	if err := g.store.SetHighWaterSync(hw * g.unitMS); err != nil {
+		return fmt.Errorf("%w: %v", ErrHighWater, err)
+	}
+	g.reserved.Store(hw)
+	g.switches++
+	g.worker = worker << g.seqBits
+	g.leaseEnd.Store(leaseEndMS)
+	g.clockWhy.Store(nil)
+	g.bootFloor, g.cur = start, start
+	g.floor = start<<g.seqBits - 1
+	g.maxIssued, g.lastNext = g.floor, g.floor
+	for i := range g.lanes {
+		g.lanes[i] = g.floor
+	}
+	return nil
 }
 
 // Run keeps the high-water reserved ahead until ctx is done. Errors go to
@@ -552,6 +669,12 @@ type Status struct {
 	BorrowMS      int64 // how far issued IDs run ahead of the wall clock (0 if not)
 	WindowAheadMS int64 // high-water minus wall clock
 	LeaseEndMS    int64 // end of the worker lease, ms since the epoch (0: none yet)
+	// ClockBehindMS is how far the next ID's time is ahead of the wall
+	// clock once the clock went back (0 when it did not), less what the
+	// start explains (a window's reserve, a reused worker's previous
+	// lease). Past the borrow the node answers CLOCKBACK, or takes a fresh
+	// worker ID (SwitchWorker).
+	ClockBehindMS int64
 }
 
 // Status reports the generator's clocks.
@@ -562,6 +685,13 @@ func (g *Generator) Status() Status {
 	last := g.maxIssued >> g.seqBits
 	hw := g.reserved.Load()
 	u := g.unitMS
+	// How far the clock went back: once the logical clock is ahead of the
+	// clock and the boot floor (read under the lock: cur may be a later
+	// reading than wall), the next ID's time past them.
+	behind := int64(0)
+	if now, _ := g.wallMS(); g.cur > max(now, g.bootFloor) {
+		behind = max(g.cur, last+1) - max(now, g.bootFloor)
+	}
 	return Status{
 		Worker:        g.worker >> g.seqBits,
 		LogicalMS:     g.cur * u,
@@ -570,5 +700,6 @@ func (g *Generator) Status() Status {
 		BorrowMS:      max(0, last-wall) * u,
 		WindowAheadMS: hw*u - wallMS,
 		LeaseEndMS:    g.leaseEnd.Load(),
+		ClockBehindMS: behind * u,
 	}
 }

@@ -21,20 +21,31 @@ type IDRun struct{ First, Last int64 }
 // As with NextIDs, on an error midway the IDs already taken are dropped:
 // a gap, never a repeat.
 func (g *Generator) NextIDRuns(dst []IDRun, n int) ([]IDRun, error) {
-	start := len(dst)
+	start, want := len(dst), n
 	var first [1]int64
+	var under uint64 // the worker switch the reply's IDs are issued under
 	for n > 0 {
-		ids, err := g.issue(first[:0], 1, -1)
+		ids, switches, err := g.issueGen(first[:0], 1, -1)
 		if err != nil {
 			return dst[:start], err
 		}
+		if len(dst) > start && switches != under {
+			// A fresh worker ID since the reply began: start over on it
+			// (the IDs taken so far are dropped, a gap), so that the
+			// reply's IDs still increase.
+			dst, n = dst[:start], want
+		}
+		under = switches
 		n--
 		dst = appendID(dst, start, IDRun{ids[0], ids[0]})
 		if n == 0 {
 			break
 		}
 		g.mu.Lock()
-		r, k := g.extendRun(ids[0]>>g.timeShift, n)
+		r, k := IDRun{}, 0
+		if g.switches == switches { // not on a fresh worker since (SwitchWorker)
+			r, k = g.extendRun(ids[0]>>g.timeShift, n)
+		}
 		g.mu.Unlock()
 		if k > 0 {
 			dst = appendID(dst, start, r)

@@ -93,7 +93,7 @@ type Node struct {
 	Segments *engine.Segments
 	Server   *resp.Server
 	ID       string
-	Worker   int64
+	Worker   int64  // at start; Gen.Status().Worker after a fresh one (fresh.go)
 	Addr     string // advertised RESP address
 
 	ids          *idSource
@@ -314,7 +314,12 @@ func Open(cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	closers = append(closers, func() { n.Gen.Close() })
-	n.Gen.SetLeaseProblem("renewing it after the start") // cleared by the first renewal
+	if !n.leaseChecked.Load() {
+		n.Gen.SetLeaseProblem("renewing it after the start") // cleared by the first renewal
+	}
+	if n.clockWentBack() {
+		n.freshWorker(context.Background()) // a restart after the clock went back (fresh.go)
+	}
 	n.Segments.SetLeaseEnd(n.wallOf(lease))
 	n.ids.gen.Store(n.Gen)
 	if err := n.conflicted.Load(); err != nil {
@@ -523,6 +528,13 @@ func (n *Node) workerID() (worker, startAbove, lease int64, err error) {
 	case err == nil && !stored:
 		n.log.Info("worker ID assigned", "worker_id", jw, "start_above_ms", jabove, "lease_end_ms", jlease)
 		return jw, jabove, jlease, n.Store.SetWorkerSync(jw, jabove)
+	case err == nil && jw != w && n.retiredHere(w):
+		// The cluster gave this node a fresh worker ID (fresh.go) and the
+		// node stopped before storing it, so it never issued on it: it
+		// takes it, above its committed lease end.
+		end := max(jlease, n.Cluster.Lease())
+		n.log.Warn("taking the fresh worker ID the cluster gave this node before it stopped", "worker_id", jw, "retired_worker_id", w, "start_above_ms", end)
+		return jw, end, end, n.Store.SetWorkerSync(jw, end)
 	case err == nil && jw != w:
 		return 0, 0, 0, fmt.Errorf("the cluster holds node %s as worker %d, its directory %s says %d: start it on an empty --dir", n.ID, jw, n.cfg.Dir, w)
 	case err == nil:
@@ -619,12 +631,22 @@ func (n *Node) checkInLoop(ctx context.Context) {
 // renewLease keeps the worker lease about WorkerLease ahead, renewing when
 // a quarter of it is used; the hot path never waits for it. While renewals
 // fail it retries often and tells the generator why, for the TRYAGAIN it
-// answers once the lease ends.
+// answers once the lease ends. When the clock went back past the borrow it
+// takes a fresh worker ID first (fresh.go): in this loop, so that no
+// renewal of the old worker ID is in flight when the generator moves.
+// The generator's Trouble (CLOCKBACK, an ended lease) wakes it at once.
 func (n *Node) renewLease(ctx context.Context) {
 	lease := n.cfg.WorkerLease
 	epoch := n.cfg.Layout.Epoch.UnixMilli()
+	var freshFailed time.Time
 	unit := n.cfg.Layout.UnitMS()
 	for {
+		failed := false // a renewal or a fresh worker ID failed: no hurrying on Trouble
+		if n.clockWentBack() {
+			if failed = time.Since(freshFailed) < freshRetry; !failed && n.freshWorker(ctx) != nil {
+				freshFailed, failed = time.Now(), true
+			}
+		}
 		st := n.Gen.Status()
 		wall := n.cfg.Now().UnixMilli() - epoch
 		// The last ID's time unit ends a unit after its start (LastTimeMS):
@@ -635,13 +657,14 @@ func (n *Node) renewLease(ctx context.Context) {
 		if st.LeaseEndMS-from < lease.Milliseconds()*3/4 {
 			rctx, cancel := context.WithTimeout(ctx, min(n.Cluster.Timing().Call, lease/2))
 			inc := n.incarnation.Load()
-			g, err := n.Cluster.RenewLeaseAs(rctx, n.Worker, from+lease.Milliseconds(), inc)
+			g, err := n.Cluster.RenewLeaseAs(rctx, st.Worker, from+lease.Milliseconds(), inc)
 			cancel()
 			if err == nil && !n.leaseChecked.Swap(true) && g.RolledBack(inc) {
 				n.log.Error("this data directory is older than what the cluster committed for this node (restored from a copy?), "+
 					"and the node could not tell at start: IDs it issued since the start may repeat earlier ones",
 					"incarnation", inc, "incarnation_in_cluster", g.PrevIncarnation)
 			}
+			failed = failed || err != nil
 			switch {
 			case err == nil:
 				n.Gen.SetLease(g.EndMS)
@@ -660,9 +683,17 @@ func (n *Node) renewLease(ctx context.Context) {
 		} else {
 			wait = min(wait, time.Duration(st.LeaseEndMS-from-lease.Milliseconds()*3/4+1)*time.Millisecond)
 		}
+		trouble := n.Gen.Trouble()
+		if failed {
+			trouble = nil
+		}
+		if n.clockWentBack() {
+			wait = min(wait, freshRetry)
+		}
 		select {
 		case <-ctx.Done():
 			return
+		case <-trouble:
 		case <-time.After(max(wait, 10*time.Millisecond)):
 		}
 	}

@@ -397,7 +397,7 @@ func (s *Server) engineError(conn redcon.Conn, err error) {
 	switch {
 	case errors.As(err, &cb):
 		if s.clockBehind.CompareAndSwap(false, true) {
-			s.cfg.Logger.Warn("clock behind issued IDs: answering CLOCKBACK until it catches up", "behind_ms", cb.BehindMS)
+			s.cfg.Logger.Warn("clock behind issued IDs: answering CLOCKBACK", "behind_ms", cb.BehindMS, "reason", cb.Reason)
 		}
 		s.errorReply(conn, "CLOCKBACK "+cb.Error())
 	case errors.Is(err, engine.ErrClosed):

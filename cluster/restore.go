@@ -210,6 +210,10 @@ type RestoreOptions struct {
 	// Now and the image's high-water: it must cover --window, --max-borrow
 	// and any error of the clock.
 	AheadMS int64
+	// FloorUnixMS: the node's IDs start above this wall time (Unix ms) too:
+	// past what a node restored earlier from the same backup could have
+	// issued (0: none).
+	FloorUnixMS int64
 	// WorkerLease is the node's first lease, from the moved high-water.
 	WorkerLease time.Duration
 	Now         time.Time
@@ -222,6 +226,7 @@ type RestoreResult struct {
 	Tags         int
 	TagBase      int64 // tags the image does not hold start above this
 	StartAboveMS int64 // the generator starts above this ID time
+	Epoch        int64 // the layout's epoch, Unix ms: StartAboveMS+Epoch is a wall time
 }
 
 // Restore writes a new data directory dir from img, moved past what the
@@ -268,7 +273,7 @@ func Restore(img Image, dir string, opt RestoreOptions) (RestoreResult, error) {
 		st.Tags[tag] = t
 	}
 	st.Meta.TagBase = skip(st.Meta.TagBase, opt.SkipValues)
-	startAbove := max(nowMS, img.HighWaterMS, img.StartAboveMS) + opt.AheadMS
+	startAbove := max(nowMS, img.HighWaterMS, img.StartAboveMS, opt.FloorUnixMS-epoch) + opt.AheadMS
 	for w, ws := range st.Meta.Workers {
 		ws.LeaseEnd = max(ws.LeaseEnd, startAbove)
 		if w == img.Worker {
@@ -336,7 +341,7 @@ func Restore(img Image, dir string, opt RestoreOptions) (RestoreResult, error) {
 	if err := sink.Close(); err != nil {
 		return res, err
 	}
-	return RestoreResult{NodeID: img.NodeID, ClusterID: st.Meta.Cluster, Tags: len(st.Tags), TagBase: st.Meta.TagBase, StartAboveMS: startAbove}, nil
+	return RestoreResult{NodeID: img.NodeID, ClusterID: st.Meta.Cluster, Tags: len(st.Tags), TagBase: st.Meta.TagBase, StartAboveMS: startAbove, Epoch: epoch}, nil
 }
 
 // epochOf reads the epoch (ms since 1970) out of a stored layout

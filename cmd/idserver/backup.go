@@ -161,17 +161,32 @@ func runRestore(args []string, getenv func(string) string, stdout, stderr io.Wri
 		}
 		total = above + min(*skip, math.MaxInt64-above)
 	}
+	ahead := (*window + *borrow + *skipTime).Milliseconds()
+	var floor int64 // past the IDs of every node restored from this backup before
+	for _, r := range prior {
+		if r.IDsBelowUnixMS == 0 { // a restore whose end was not recorded: bound it from its start
+			r.IDsBelowUnixMS = r.At.UnixMilli() + 2*ahead
+		}
+		floor = max(floor, r.IDsBelowUnixMS)
+	}
 	abs, _ := filepath.Abs(*dir)
-	if err := recordRestore(src, append(prior, restoreRecord{At: time.Now().UTC(), Dir: abs,
-		Above: total + min(*skip, math.MaxInt64-total)})); err != nil {
+	rec := restoreRecord{At: time.Now().UTC(), Dir: abs, Above: total + min(*skip, math.MaxInt64-total)}
+	if err := recordRestore(src, append(prior, rec)); err != nil {
 		fmt.Fprintln(stderr, "idserver restore: cannot record the restore in the backup (a read-only backup? copy it first):", err)
 		return 1
 	}
-	res, err := cluster.Restore(img, *dir, cluster.RestoreOptions{SkipValues: total,
-		AheadMS: (*window + *borrow + *skipTime).Milliseconds(), WorkerLease: *lease, Now: time.Now()})
+	res, err := cluster.Restore(img, *dir, cluster.RestoreOptions{SkipValues: total, FloorUnixMS: floor,
+		AheadMS: ahead, WorkerLease: *lease, Now: time.Now()})
 	if err != nil {
 		fmt.Fprintln(stderr, "idserver restore:", err)
 		return 1
+	}
+	// The restored node's IDs start at StartAboveMS, ahead of the clock by
+	// up to ahead; until the clock passes them they stay within another
+	// ahead of it (--window, --max-borrow).
+	rec.IDsBelowUnixMS = res.StartAboveMS + res.Epoch + ahead
+	if err := recordRestore(src, append(prior, rec)); err != nil {
+		fmt.Fprintln(stderr, "idserver restore: restored, but cannot record where its IDs start in the backup:", err)
 	}
 	fmt.Fprintf(stdout, "restored node %s into %s: %d tags skipped %d values (new tags start above %d), IDs start above time %d ms, new cluster ID %s\n",
 		res.NodeID, *dir, res.Tags, total, res.TagBase, res.StartAboveMS, res.ClusterID)
@@ -189,6 +204,9 @@ type restoreRecord struct {
 	At    time.Time `json:"at"`
 	Dir   string    `json:"dir"`
 	Above int64     `json:"above"`
+	// IDsBelowUnixMS bounds the times of the IDs the restored node issued
+	// while its clock was behind its start (after that, the clock leads).
+	IDsBelowUnixMS int64 `json:"ids_below_unix_ms,omitempty"`
 }
 
 func priorRestores(src string) ([]restoreRecord, error) {

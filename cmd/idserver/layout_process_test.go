@@ -229,7 +229,7 @@ func TestUUIDv7IncreasesAcrossKillNine(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
 	var last string // the largest UUID of the cycles before
-	var lastID int64
+	lastID, seenID := map[int64]int64{}, map[int64]bool{}
 	total := 0
 	for cycle := range cycles {
 		p := startProc(t, dir, "--enable-debug-command")
@@ -283,11 +283,16 @@ func TestUUIDv7IncreasesAcrossKillNine(t *testing.T) {
 			total += len(conn)
 		}
 		last = top
+		// NEXTIDs strictly increase per worker ID: a restart with the clock
+		// more than --max-borrow behind its high-water (the cycles that
+		// stepped it 3 s ahead) issues on a fresh worker ID, whose order
+		// starts anew (docs/guarantees.md, promise 2); none repeats.
 		for _, id := range ids {
-			if id <= lastID {
-				t.Fatalf("cycle %d: NEXTID %d after %d", cycle, id, lastID)
+			worker := (id >> 12) & 1023 // the default layout
+			if id <= lastID[worker] || seenID[id] {
+				t.Fatalf("cycle %d: NEXTID %d (worker %d) after %d", cycle, id, worker, lastID[worker])
 			}
-			lastID = id
+			lastID[worker], seenID[id] = id, true
 		}
 	}
 	t.Logf("%d SIGKILL cycles (%d with the clock 3 s ahead before the kill), %d UUIDs, each above every UUID before it",

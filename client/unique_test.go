@@ -47,7 +47,7 @@ func runUniqueHelper() int {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			lines := make([]string, 0, 3*helperPerKind())
 			ctr := c.Counter("unique")

@@ -531,7 +531,8 @@ func (n *node) Write(ctx context.Context, _ fs.FileHandle, data []byte, off int6
 		return 0, errno
 	}
 	defer n.fsys.mu.Unlock()
-	if errno := n.fsys.grow(off + int64(len(data)) - n.e.size); errno != 0 {
+	// A write inside the file takes no more room (and frees none).
+	if errno := n.fsys.grow(max(0, off+int64(len(data))-n.e.size)); errno != 0 {
 		return 0, errno
 	}
 	n.e.writeAt(data, off)

@@ -249,6 +249,35 @@ func TestCapacity(t *testing.T) {
 	write(t, filepath.Join(f.Dir, "small"), make([]byte, 1000), true)
 }
 
+// Writes inside a file (a B+tree's pages, as raft.db's) take no more room:
+// rewriting the first 4 KiB of a 64 KiB file a hundred times leaves room
+// for what is left, not for more (the count once went down by 60 KiB at
+// each, and a full disk was never full).
+func TestCapacityRewrites(t *testing.T) {
+	f := mount(t, Ordered, 1<<20)
+	fh, err := os.Create(filepath.Join(f.Dir, "pages"))
+	must(t, err)
+	defer fh.Close()
+	_, err = fh.Write(make([]byte, 64<<10))
+	must(t, err)
+	for range 100 {
+		_, err := fh.WriteAt(make([]byte, 4<<10), 0)
+		must(t, err)
+	}
+	filler, err := os.Create(filepath.Join(f.Dir, "filler"))
+	must(t, err)
+	defer filler.Close()
+	var n int
+	for ; n < 2<<20; n += 64 << 10 {
+		if _, err = filler.Write(make([]byte, 64<<10)); err != nil {
+			break
+		}
+	}
+	if !errors.Is(err, syscall.ENOSPC) || n != 1<<20-64<<10 {
+		t.Fatalf("after 100 rewrites of 64 KiB, wrote %d bytes more, then %v; want ENOSPC at 960 KiB", n, err)
+	}
+}
+
 // Random writes, truncations, fsyncs and cuts on one file read back as a
 // model of the two contents (current, durable) says.
 func TestRandomFileAgainstModel(t *testing.T) {

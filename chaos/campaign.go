@@ -25,13 +25,17 @@ import (
 type Config struct {
 	Seed           uint64
 	Duration       time.Duration // of the fault schedule; setup, heal and check come on top
-	Nodes          int           // 3 when 0
+	Nodes          int           // 3 when 0: the cluster at the start, and the fewest it is scaled down to
+	MaxNodes       int           // the most it is scaled up to (5 when 0; Nodes without scale faults)
 	ClientsPerNode int           // 2 when 0
 	SegmentStep    int64         // --segment-step, 1000 when 0
 	Faults         []string      // kinds to inject; AllFaults when nil
-	Binary         string        // idserver binary; built from this module when empty
-	Dir            string        // work directory (kept); a temporary one (removed unless anomalies) when empty
-	Logf           func(format string, args ...any)
+	// Script, when set, is the schedule instead of one drawn from Seed
+	// (a test that must see given faults); Faults is then ignored.
+	Script []Fault
+	Binary string // idserver binary; built from this module when empty
+	Dir    string // work directory (kept); a temporary one (removed unless anomalies) when empty
+	Logf   func(format string, args ...any)
 	// PorcupineTimeout bounds the linearizability check of each tag (30s when 0).
 	PorcupineTimeout time.Duration
 	// StrictDirs puts the nodes' disks (lazyfs, with power cuts in the
@@ -102,32 +106,6 @@ func (c *campaign) setClock(n *node, d time.Duration) error {
 	return nil
 }
 
-// isVoter says whether n's process counts itself a voter (CLUSTER INFO
-// raft_suffrage; a binary without the field counts as one).
-func (c *campaign) isVoter(n *node) bool {
-	p := n.running()
-	if p == nil {
-		return false
-	}
-	info, err := clusterInfo(p.addr)
-	if err != nil {
-		return false
-	}
-	s, ok := info["raft_suffrage"]
-	return !ok || s == "voter"
-}
-
-// waitVoter waits until n counts itself a voter: a joiner is a non-voter
-// until the leader saw it catch up.
-func (c *campaign) waitVoter(n *node, wait time.Duration) error {
-	for deadline := time.Now().Add(wait); !c.isVoter(n); time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s is not a voter %v after the repair began", n.nodeID, wait)
-		}
-	}
-	return nil
-}
-
 // ghostClient issues NEXTID, GENEID and INCR on one process (a forgotten
 // node, or a joiner that should have been refused) until ctx ends.
 func (c *campaign) ghostClient(ctx context.Context, slot int, p *proc, ghost string) {
@@ -159,11 +137,22 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Nodes == 0 {
 		cfg.Nodes = 3
 	}
+	if cfg.MaxNodes == 0 {
+		cfg.MaxNodes = max(cfg.Nodes, 5)
+	}
 	if cfg.ClientsPerNode == 0 {
 		cfg.ClientsPerNode = 2
 	}
 	if cfg.SegmentStep == 0 {
 		cfg.SegmentStep = 1000
+	}
+	if cfg.Script != nil {
+		cfg.Faults = nil
+		for _, f := range cfg.Script {
+			if !slices.Contains(cfg.Faults, f.Kind) {
+				cfg.Faults = append(cfg.Faults, f.Kind)
+			}
+		}
 	}
 	if cfg.Faults == nil {
 		cfg.Faults = AllFaults
@@ -216,6 +205,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		res.Skipped = append(res.Skipped, "clock faults: the binary has no --enable-debug-command")
 		kinds = slices.DeleteFunc(kinds, func(k string) bool { return slices.Contains(clockFaults, k) })
 	}
+	if !flags["dead-member-after"] {
+		res.Skipped = append(res.Skipped, "scale-down and partition-removed: the binary's cluster removes no dead member (no --dead-member-after)")
+		kinds = slices.DeleteFunc(kinds, func(k string) bool { return slices.Contains(autopilotFaults, k) })
+	}
+	if !slices.ContainsFunc(kinds, func(k string) bool { return slices.Contains(scaleFaults, k) }) {
+		cfg.MaxNodes = cfg.Nodes
+	}
 	c := &campaign{cfg: cfg, hist: &History{}, logf: logf}
 	if slices.ContainsFunc(kinds, func(k string) bool { return slices.Contains(partitionFaults, k) }) {
 		fw, err := newFirewall()
@@ -250,7 +246,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			mode = lazyfs.Strict
 		}
 		var err error
-		if disks, lazy, err = mountLazyDisks(root, cfg.Nodes, mode); err != nil {
+		if disks, lazy, err = mountLazyDisks(root, cfg.MaxNodes, mode); err != nil {
 			res.Skipped = append(res.Skipped, "power cuts: "+err.Error())
 			logf("chaos: skipped power cuts: %v", err)
 			kinds = slices.DeleteFunc(kinds, func(k string) bool { return slices.Contains(powerFaults, k) })
@@ -269,7 +265,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	if slices.Contains(kinds, FDiskFull) && disks == nil {
 		var err error
-		if disks, err = mountDisks(root, cfg.Nodes); err != nil {
+		if disks, err = mountDisks(root, cfg.MaxNodes); err != nil {
 			res.Skipped = append(res.Skipped, "disk-full: "+err.Error())
 			logf("chaos: skipped disk-full: %v", err)
 			kinds = slices.DeleteFunc(kinds, func(k string) bool { return k == FDiskFull })
@@ -285,13 +281,27 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			}()
 		}
 	}
-	res.Schedule = Schedule(cfg.Seed, cfg.Duration, kinds, cfg.Nodes)
+	res.Schedule = Schedule(cfg.Seed, cfg.Duration, kinds, cfg.MaxNodes)
+	if cfg.Script != nil {
+		res.Schedule = slices.DeleteFunc(slices.Clone(cfg.Script), func(f Fault) bool { return !slices.Contains(kinds, f.Kind) })
+	}
 	c.t0 = time.Now()
-	c.pm = &procManager{bin: bin, root: root, flags: flags, step: cfg.SegmentStep, hist: c.hist, t0: c.t0, logf: logf, disks: disks, lazy: lazy}
+	c.pm = &procManager{bin: bin, root: root, flags: flags, step: cfg.SegmentStep, hist: c.hist, t0: c.t0, logf: logf, disks: disks, lazy: lazy,
+		extra: membershipFlags(flags)}
 	defer c.pm.killAll()
 
-	// The cluster: the first node bootstraps, the others join it.
-	for slot := range cfg.Nodes {
+	// The cluster: the first node bootstraps, the others join it; the
+	// slots beyond Nodes are vacant until a scale-up fills one.
+	for slot := range cfg.MaxNodes {
+		if slot >= cfg.Nodes {
+			n := &node{slot: slot, host: c.hostFor(slot), uid: c.uidFor(slot)}
+			if err := n.newPorts(); err != nil {
+				return nil, err
+			}
+			n.vacant.Store(true)
+			c.pm.nodes = append(c.pm.nodes, n)
+			continue
+		}
 		n, err := c.pm.newNode(slot, c.hostFor(slot), c.uidFor(slot))
 		if err != nil {
 			return nil, err
@@ -307,12 +317,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := c.waitMembers(cfg.Nodes, 30*time.Second); err != nil {
 		return nil, err
 	}
-	logf("chaos: %d nodes up in %v (binary %s, dir %s)", cfg.Nodes, time.Since(start).Round(time.Millisecond), bin, root)
+	logf("chaos: %d nodes up in %v (binary %s, dir %s, %s; up to %d nodes)", cfg.Nodes, time.Since(start).Round(time.Millisecond), bin, root,
+		strings.Join(c.pm.extra, " "), cfg.MaxNodes)
 
 	w := &workload{seed: cfg.Seed, pm: c.pm, hist: c.hist, t0: c.t0, step: cfg.SegmentStep}
 	cctx, stopClients := context.WithCancel(ctx)
 	var clients sync.WaitGroup
-	for slot := range cfg.Nodes {
+	for slot := range cfg.MaxNodes {
 		for k := range cfg.ClientsPerNode {
 			clients.Add(1)
 			go func() {
@@ -481,7 +492,10 @@ func (r *Result) Table(w io.Writer) {
 		fmt.Fprintf(w, "power cuts dropped %d unsynced pages of 4 KiB (%.1f MiB)\n", r.PowerCutPages, float64(r.PowerCutPages)/256)
 	}
 	if n := r.Faults[KRepair]; n > 0 {
-		fmt.Fprintf(w, "(and %d operator repairs before a fault or at the heal: a slot restarted, a refused restart given a new node ID, a stale member forgotten, a joiner waited for until promoted)\n", n)
+		fmt.Fprintf(w, "(and %d repairs before a fault or at the heal, as a StatefulSet makes them: a node restarted, a refused restart or a node no longer a member replaced at its address, the voters waited for; no FORGET)\n", n)
+	}
+	if r.History != nil && len(r.History.Removals) > 0 {
+		fmt.Fprintf(w, "%d live nodes removed by the cluster while cut off (every value one handed out after its removal is an anomaly)\n", len(r.History.Removals))
 	}
 	fmt.Fprintln(w)
 	v := r.Verdict

@@ -84,6 +84,73 @@ func TestCampaign(t *testing.T) {
 	}
 }
 
+// membershipScript is each fault that the cluster's own membership must
+// handle, in turn: a fourth node joins; the leader is replaced by an empty
+// directory at its address; a node is cut off until the cluster removes it
+// while it runs, then replaced; a node is stopped for good; an empty
+// directory under a member's node ID (refused, then replaced at its
+// address); the leader killed and restarted.
+var membershipScript = []Fault{
+	{Kind: FScaleUp, Gap: time.Second, Target: -1},
+	{Kind: FReplace, Gap: time.Second, Target: -1, Hold: 500 * time.Millisecond},
+	{Kind: FRemoveCutLive, Gap: time.Second, Target: 1},
+	{Kind: FScaleDown, Gap: time.Second, Target: 2},
+	{Kind: FWipeSameID, Gap: time.Second, Target: 0},
+	{Kind: FKill, Gap: time.Second, Target: -1, Hold: time.Second},
+}
+
+// TestMembershipFaults runs membershipScript under the campaign's load
+// (seed 1's operations) and fails on any anomaly, on a scripted fault
+// not injected, or when no live node was removed.
+func TestMembershipFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("about a minute of membership faults; not in -short")
+	}
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("needs the go tool to build cmd/idserver")
+	}
+	bin, err := BuildServer(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "idserver-chaos-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			os.RemoveAll(dir)
+		}
+	})
+	res, err := Run(context.Background(), Config{Seed: 1, Duration: 40 * time.Second, Binary: bin, Dir: dir, Script: membershipScript,
+		Logf: t.Logf, PorcupineTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table bytes.Buffer
+	res.Table(&table)
+	t.Log("\n" + table.String())
+	if len(res.Skipped) > 0 {
+		t.Skipf("this machine cannot inject every fault (install iptables, run as root): %v", res.Skipped)
+	}
+	for _, f := range membershipScript {
+		if res.Faults[f.Kind] == 0 {
+			t.Errorf("no %s injected", f.Kind)
+		}
+	}
+	if len(res.History.Removals) == 0 {
+		t.Errorf("no live node was removed by the cluster")
+	}
+	if res.Verdict.ValuesChecked == 0 {
+		t.Errorf("no value checked")
+	}
+	for kind, n := range res.Verdict.Counts {
+		if excused(kind, res.Verdict.Counts) == "" {
+			t.Errorf("%d %s anomalies (history and logs kept in %s)", n, kind, res.Dir)
+		}
+	}
+}
+
 // TestScheduleReplays: a seed gives the same faults and the same
 // operations, another seed others.
 func TestScheduleReplays(t *testing.T) {

@@ -122,6 +122,7 @@ func Check(h *History, geneBits int, porcupineTimeout time.Duration) *Verdict {
 	c.segments()
 	c.floors()
 	c.clockBack()
+	c.afterRemoval()
 	c.linearizable(porcupineTimeout)
 	return c.v
 }
@@ -416,7 +417,7 @@ func (c *checker) restartedBefore(op *Op) bool {
 		return false
 	}
 	for _, f := range c.h.Faults {
-		if f.Start < op.End && slices.Contains([]string{FKill, FPowerCut, FPowerCutAll, FForgetLive, FWipeNewID, FWipeSameID, FDiskFull, KRepair}, f.Kind) {
+		if f.Start < op.End && slices.Contains([]string{FKill, FPowerCut, FPowerCutAll, FForgetLive, FReplace, FWipeSameID, FDiskFull, FScaleDown, FRemoveCutLive, KRepair}, f.Kind) {
 			return true
 		}
 	}
@@ -701,4 +702,25 @@ func shortestIllegal(model porcupine.Model, hist []porcupine.Operation, timeout 
 		}
 	}
 	return out
+}
+
+// removedSkew is how long after its removal was seen a removed process
+// may still answer: its lease ended long before (it was cut off for
+// --dead-member-after), and the members' clocks may differ by a second.
+const removedSkew = time.Second
+
+// afterRemoval: a process the cluster removed while it ran, cut off, hands
+// out nothing once its lease has ended (IDs, and buffered segment values
+// too): no value from it for a request sent after its removal was seen.
+func (c *checker) afterRemoval() {
+	for _, r := range c.h.Removals {
+		for _, op := range c.h.Ops {
+			if op.Proc != r.Proc || !ok(op) || op.Start < r.At+removedSkew {
+				continue
+			}
+			if op.Kind == KNextID || op.Kind == KGeneID || isAlloc(op.Kind) {
+				c.add("issued-after-removal", fmt.Sprintf("%s was removed by the cluster while cut off (seen at %s, its lease ended before) and still handed out a value", r.NodeID, fmtDur(r.At)), op)
+			}
+		}
+	}
 }

@@ -156,6 +156,22 @@ type History struct {
 	Membership []Anomaly
 	// PowerCutPages counts the unsynced pages (4 KiB) power cuts dropped.
 	PowerCutPages int
+	// Removals are live processes the cluster removed (partition-removed):
+	// from At on, each must hand out nothing (its lease ended before).
+	Removals []removal
+}
+
+// removal is a process the cluster removed while it ran, cut off.
+type removal struct {
+	Proc   int
+	NodeID string
+	At     time.Duration // when the campaign saw it gone from the leader's member list
+}
+
+func (h *History) addRemoval(r removal) {
+	h.mu.Lock()
+	h.Removals = append(h.Removals, r)
+	h.mu.Unlock()
 }
 
 func (h *History) addPowerCut(pages int) {

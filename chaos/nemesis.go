@@ -18,31 +18,70 @@ import (
 
 // Fault kinds.
 const (
-	FKill         = "kill"               // kill -9, restart on the same directory and flags
-	FPause        = "pause"              // SIGSTOP, then SIGCONT
-	FIsolate      = "partition-isolate"  // a node cut off from all others, both ways
-	FOneWay       = "partition-oneway"   // a node cannot send to another
-	FClockBack    = "clock-back"         // DEBUG CLOCK -1ms..-1h, then back to 0
-	FClockForward = "clock-forward"      // DEBUG CLOCK +1ms..+5s, then back to 0
-	FClockStrobe  = "clock-strobe"       // DEBUG CLOCK jumping within ±500ms every few ms
-	FForgetLive   = "forget-live"        // CLUSTER FORGET of a running node; a replacement joins while it runs on
-	FWipeNewID    = "wipe-rejoin-new-id" // kill, FORGET, wiped directory rejoins under a new node ID
-	FWipeSameID   = "wipe-rejoin-same-id"
-	FWrongLayout  = "join-wrong-layout" // a joiner with --worker-bits 9 --seq-bits 13
-	FDiskFull     = "disk-full"         // a member's disk filled, then emptied
-	FPowerCut     = "power-cut"         // a node's power cut: killed, its unsynced writes dropped (lazyfs), restarted
-	FPowerCutAll  = "power-cut-all"     // the whole cluster's power cut at one instant
+	FKill          = "kill"              // kill -9, restart on the same directory and flags
+	FPause         = "pause"             // SIGSTOP, then SIGCONT
+	FIsolate       = "partition-isolate" // a node cut off from all others, both ways
+	FOneWay        = "partition-oneway"  // a node cannot send to another
+	FClockBack     = "clock-back"        // DEBUG CLOCK -1ms..-1h, then back to 0
+	FClockForward  = "clock-forward"     // DEBUG CLOCK +1ms..+5s, then back to 0
+	FClockStrobe   = "clock-strobe"      // DEBUG CLOCK jumping within ±500ms every few ms
+	FForgetLive    = "forget-live"       // CLUSTER FORGET of a running node; a replacement joins while it runs on
+	FReplace       = "replace-same-address"
+	FWipeSameID    = "wipe-rejoin-same-id"
+	FWrongLayout   = "join-wrong-layout" // a joiner with --worker-bits 9 --seq-bits 13
+	FDiskFull      = "disk-full"         // a member's disk filled, then emptied
+	FPowerCut      = "power-cut"         // a node's power cut: killed, its unsynced writes dropped (lazyfs), restarted
+	FPowerCutAll   = "power-cut-all"     // the whole cluster's power cut at one instant
+	FScaleUp       = "scale-up"          // a new node joins (a vacant slot filled)
+	FScaleDown     = "scale-down"        // a node stopped for good: the cluster must remove it
+	FRemoveCutLive = "partition-removed" // a node cut off past --dead-member-after: removed while it runs, then replaced
 )
 
 // AllFaults lists every fault kind, in the order tables print them.
-var AllFaults = []string{FKill, FPause, FIsolate, FOneWay, FClockBack, FClockForward, FClockStrobe, FForgetLive, FWipeNewID, FWipeSameID, FWrongLayout, FDiskFull, FPowerCut, FPowerCutAll}
+var AllFaults = []string{FKill, FPause, FIsolate, FOneWay, FClockBack, FClockForward, FClockStrobe, FForgetLive, FReplace, FWipeSameID,
+	FWrongLayout, FDiskFull, FPowerCut, FPowerCutAll, FScaleUp, FScaleDown, FRemoveCutLive}
 
-var partitionFaults = []string{FIsolate, FOneWay}
+var partitionFaults = []string{FIsolate, FOneWay, FRemoveCutLive}
 var clockFaults = []string{FClockBack, FClockForward, FClockStrobe}
 var powerFaults = []string{FPowerCut, FPowerCutAll}
 
+// scaleFaults change how many nodes the cluster has (FRemoveCutLive needs
+// a fourth: a cluster of three is never shrunk by its autopilot).
+var scaleFaults = []string{FScaleUp, FScaleDown, FRemoveCutLive}
+
+// autopilotFaults need a binary whose cluster removes dead members.
+var autopilotFaults = []string{FScaleDown, FRemoveCutLive}
+
+// The campaign's membership: at most campaignVoters voters among 3 to
+// MaxNodes members; a member not heard from for deadMemberAfter is removed
+// by the cluster (the default, 2 minutes, would make scale-down and
+// partition-removed take minutes each), and a worker lease short enough
+// that a removed member stops soon after (and SETs waiting for it too).
+const (
+	campaignVoters  = 3
+	deadMemberAfter = 12 * time.Second
+	workerLease     = 4 * time.Second
+)
+
+// membershipFlags are the flags for campaignVoters, deadMemberAfter and
+// workerLease that the binary knows.
+func membershipFlags(flags map[string]bool) []string {
+	var out []string
+	if flags["voters"] {
+		out = append(out, "--voters", strconv.Itoa(campaignVoters))
+	}
+	if flags["dead-member-after"] {
+		out = append(out, "--dead-member-after", deadMemberAfter.String())
+	}
+	if flags["worker-lease"] {
+		out = append(out, "--worker-lease", workerLease.String())
+	}
+	return out
+}
+
 // Fault is one scheduled fault. Target -1 means whichever node leads when
-// the fault starts.
+// the fault starts; otherwise it picks one of the nodes the cluster has
+// then (Target modulo their count), and so does Other.
 type Fault struct {
 	Kind   string
 	Gap    time.Duration // quiet time before it
@@ -50,29 +89,23 @@ type Fault struct {
 	Target int
 	Other  int // the second node of a one-way partition
 	Amount time.Duration
-	// ForgetAfter: a wipe's old node ID is forgotten after its
-	// replacement joined, not before (an operator may do either).
-	ForgetAfter bool
 }
 
 func (f Fault) String() string {
 	t := "leader"
 	if f.Target >= 0 {
-		t = "slot" + strconv.Itoa(f.Target)
+		t = "node" + strconv.Itoa(f.Target)
 	}
-	s := fmt.Sprintf("+%v %s %s hold=%v amount=%v", f.Gap.Round(time.Millisecond), f.Kind, t, f.Hold.Round(time.Millisecond), f.Amount)
-	if f.ForgetAfter {
-		s += " forget-after"
-	}
-	return s
+	return fmt.Sprintf("+%v %s %s hold=%v amount=%v", f.Gap.Round(time.Millisecond), f.Kind, t, f.Hold.Round(time.Millisecond), f.Amount)
 }
 
 // weights make membership faults rarer than the cheap ones.
 var weights = map[string]int{FKill: 6, FPause: 5, FIsolate: 5, FOneWay: 4, FClockBack: 5, FClockForward: 2, FClockStrobe: 2,
-	FForgetLive: 2, FWipeNewID: 1, FWipeSameID: 1, FWrongLayout: 1, FDiskFull: 2,
-	FPowerCut: 4, FPowerCutAll: 2}
+	FForgetLive: 2, FReplace: 3, FWipeSameID: 1, FWrongLayout: 1, FDiskFull: 2,
+	FPowerCut: 4, FPowerCutAll: 2, FScaleUp: 2, FScaleDown: 2, FRemoveCutLive: 2}
 
-// Schedule draws the faults of a campaign of the given length from seed.
+// Schedule draws the faults of a campaign of the given length from seed;
+// nodes is the most the cluster may have.
 func Schedule(seed uint64, d time.Duration, kinds []string, nodes int) []Fault {
 	rng := rand.New(rand.NewPCG(seed, 0xfa017))
 	total := 0
@@ -98,7 +131,7 @@ func Schedule(seed uint64, d time.Duration, kinds []string, nodes int) []Fault {
 		f.Other = rng.IntN(nodes)
 		f.Hold = time.Duration(300+rng.IntN(3700)) * time.Millisecond
 		switch f.Kind {
-		case FKill, FPowerCut, FPowerCutAll:
+		case FKill, FPowerCut, FPowerCutAll, FReplace:
 			f.Hold = time.Duration(rng.IntN(2000)) * time.Millisecond
 		case FClockBack:
 			// 1 ms .. 1 h, log-uniform.
@@ -109,8 +142,14 @@ func Schedule(seed uint64, d time.Duration, kinds []string, nodes int) []Fault {
 			f.Amount = time.Duration(1+rng.IntN(500)) * time.Millisecond
 		case FForgetLive:
 			f.Hold = time.Duration(2000+rng.IntN(13000)) * time.Millisecond
-		case FWipeNewID, FWipeSameID:
-			f.ForgetAfter = rng.IntN(2) == 0
+		case FScaleUp:
+			f.Hold = 0
+		case FScaleDown:
+			// What it takes: the removal after deadMemberAfter.
+			f.Hold = deadMemberAfter + 3*time.Second
+		case FRemoveCutLive:
+			// Cut off until removed, a few seconds more, then replaced.
+			f.Hold = deadMemberAfter + 8*time.Second
 		}
 		t += f.Gap + f.Hold
 		if t > d {
@@ -147,7 +186,7 @@ func (nm *nemesis) run(ctx context.Context, faults []Fault) {
 	}
 }
 
-// leader is the slot whose node leads now, or a random live slot.
+// leader is the slot whose node leads now, or a random slot.
 func (nm *nemesis) leader() int {
 	c := nm.c
 	for _, n := range c.pm.slots() {
@@ -165,7 +204,14 @@ func (nm *nemesis) leader() int {
 			}
 		}
 	}
-	return nm.rng.IntN(len(c.pm.slots()))
+	return nm.pick(nm.rng.IntN(16))
+}
+
+// pick is the slot a fault's Target or Other names: one of the nodes the
+// cluster has now.
+func (nm *nemesis) pick(i int) int {
+	nodes := nm.c.pm.slots()
+	return nodes[i%len(nodes)].slot
 }
 
 // liveOther is a running slot other than slot, or -1.
@@ -178,11 +224,52 @@ func (nm *nemesis) liveOther(slot int) int {
 	return -1
 }
 
+// joinList is --join for slot: every other node's RESP address, as a
+// headless Service lists the pods.
+func (nm *nemesis) joinList(slot int) string {
+	var addrs []string
+	for _, n := range nm.c.pm.slots() {
+		if n.slot != slot {
+			addrs = append(addrs, n.respAddr())
+		}
+	}
+	return strings.Join(addrs, ",")
+}
+
+// restart starts n again on its own directory, with --join the others
+// (the node that bootstrapped starts without, as it always did).
+func (nm *nemesis) restart(n *node, wait time.Duration) (*proc, error) {
+	if n.join != "" {
+		n.join = nm.joinList(n.slot)
+	}
+	return nm.c.pm.start(n, n.join, wait)
+}
+
+// replaceAtAddress is a pod rescheduled with an empty volume: n's process
+// killed if it runs, a new empty directory and a new node ID at the same
+// addresses, --join the others. No FORGET: the cluster removes the member
+// that held the address (it does not answer as itself there any more).
+func (nm *nemesis) replaceAtAddress(n *node) (string, error) {
+	c := nm.c
+	old := n.nodeID
+	n.kill()
+	if err := c.pm.freshDir(n, nm.newNodeID(n.slot)); err != nil {
+		return "", err
+	}
+	n.join = nm.joinList(n.slot)
+	if _, err := c.pm.start(n, n.join, 40*time.Second); err != nil {
+		return "", fmt.Errorf("%s's replacement %s at %s: %w", old, n.nodeID, n.respAddr(), err)
+	}
+	return fmt.Sprintf("%s replaced by %s at %s", old, n.nodeID, n.respAddr()), nil
+}
+
 func (nm *nemesis) inject(ctx context.Context, f Fault) {
 	c := nm.c
 	target := f.Target
 	if target < 0 {
 		target = nm.leader()
+	} else {
+		target = nm.pick(target)
 	}
 	n := c.pm.node(target)
 	for _, m := range c.pm.slots() {
@@ -200,7 +287,7 @@ func (nm *nemesis) inject(ctx context.Context, f Fault) {
 		n.kill()
 		ev.Detail = "kill -9 " + n.nodeID
 		nm.sleep(ctx, f.Hold)
-		if _, err := c.pm.start(n, n.join, 30*time.Second); err != nil {
+		if _, err := nm.restart(n, 30*time.Second); err != nil {
 			ev.Detail += "; restart failed: " + err.Error()
 		}
 	case FPause:
@@ -217,29 +304,18 @@ func (nm *nemesis) inject(ctx context.Context, f Fault) {
 		}
 		var cuts [][2]*node
 		if f.Kind == FIsolate {
-			for _, m := range c.pm.slots() {
-				if m != n {
-					cuts = append(cuts, [2]*node{n, m}, [2]*node{m, n})
-				}
-			}
+			cuts = nm.isolation(n)
 		} else {
-			other := f.Other
+			other := nm.pick(f.Other)
 			if other == target {
-				other = (other + 1) % len(c.pm.slots())
+				other = nm.pick(f.Other + 1)
 			}
 			cuts = append(cuts, [2]*node{n, c.pm.node(other)})
 			ev.Slots = append(ev.Slots, other)
 		}
-		var what []string
-		for _, cut := range cuts {
-			if err := c.fw.cut(cut[0].uid, cut[1].host); err != nil {
-				ev.Detail = err.Error()
-				c.fw.heal()
-				return
-			}
-			what = append(what, fmt.Sprintf("%s->%s", cut[0].nodeID, cut[1].nodeID))
+		if !nm.cut(cuts, ev) {
+			return
 		}
-		ev.Detail = "cut " + strings.Join(what, " ")
 		nm.sleep(ctx, f.Hold)
 		if err := c.fw.heal(); err != nil {
 			ev.Detail += "; heal: " + err.Error()
@@ -292,13 +368,229 @@ func (nm *nemesis) inject(ctx context.Context, f Fault) {
 		nm.powerCut(ctx, c.pm.slots(), f, ev)
 	case FForgetLive:
 		nm.forgetLive(ctx, n, f, ev)
-	case FWipeNewID:
-		nm.wipeRejoin(n, false, f.ForgetAfter, ev)
+	case FReplace:
+		ev.Detail = "kill -9 " + n.nodeID + "; "
+		n.kill()
+		nm.sleep(ctx, f.Hold)
+		what, err := nm.replaceAtAddress(n)
+		if err != nil {
+			ev.Detail += err.Error()
+		} else {
+			ev.Detail += what + ", no FORGET"
+		}
 	case FWipeSameID:
-		nm.wipeRejoin(n, true, f.ForgetAfter, ev)
+		nm.wipeSameID(n, ev)
 	case FWrongLayout:
 		nm.wrongLayout(ctx, f, ev)
+	case FScaleUp, FScaleDown:
+		switch nodes := len(c.pm.slots()); {
+		case f.Kind == FScaleUp && nodes < c.cfg.MaxNodes, nodes <= c.cfg.Nodes:
+			ev.Kind = FScaleUp // at the floor, a scale-down grows the cluster instead
+			ev.Slots = nil
+			nm.scaleUp(ev)
+		default:
+			ev.Kind = FScaleDown // at the most nodes, a scale-up shrinks it instead
+			nm.scaleDown(ctx, n, ev)
+		}
+	case FRemoveCutLive:
+		nm.removeCutLive(ctx, n, ev)
 	}
+}
+
+// isolation is the cuts that isolate n from every other node, both ways.
+func (nm *nemesis) isolation(n *node) [][2]*node {
+	var cuts [][2]*node
+	for _, m := range nm.c.pm.slots() {
+		if m != n {
+			cuts = append(cuts, [2]*node{n, m}, [2]*node{m, n})
+		}
+	}
+	return cuts
+}
+
+// cut puts the cuts in place; false (the detail says why, and every cut
+// is healed) when one failed.
+func (nm *nemesis) cut(cuts [][2]*node, ev *FaultEvent) bool {
+	var what []string
+	for _, cut := range cuts {
+		if err := nm.c.fw.cut(cut[0].uid, cut[1].host); err != nil {
+			ev.Detail = err.Error()
+			nm.c.fw.heal()
+			return false
+		}
+		what = append(what, fmt.Sprintf("%s->%s", cut[0].nodeID, cut[1].nodeID))
+	}
+	ev.Detail = "cut " + strings.Join(what, " ")
+	return true
+}
+
+// scaleUp fills the first vacant slot with a new node on an empty
+// directory, --join the others (a StatefulSet scaled up by one).
+func (nm *nemesis) scaleUp(ev *FaultEvent) {
+	c := nm.c
+	vacant := c.pm.vacantSlots()
+	if len(vacant) == 0 {
+		ev.Detail = "no vacant slot"
+		return
+	}
+	n := vacant[0]
+	ev.Slots = []int{n.slot}
+	if err := c.pm.freshDir(n, nm.newNodeID(n.slot)); err != nil {
+		ev.Detail = err.Error()
+		return
+	}
+	n.vacant.Store(false)
+	n.join = nm.joinList(n.slot)
+	if _, err := c.pm.start(n, n.join, 40*time.Second); err != nil {
+		ev.Detail = "new node " + n.nodeID + " at " + n.respAddr() + ": " + err.Error()
+		return
+	}
+	ev.Detail = fmt.Sprintf("new node %s at %s joined: %d nodes", n.nodeID, n.respAddr(), len(c.pm.slots()))
+}
+
+// scaleDown stops n for good (its slot vacant, its directory gone) and
+// waits for the cluster to remove it, as it must after deadMemberAfter.
+func (nm *nemesis) scaleDown(ctx context.Context, n *node, ev *FaultEvent) {
+	c := nm.c
+	n.kill()
+	n.vacant.Store(true)
+	os.RemoveAll(n.dir)
+	ev.Detail = fmt.Sprintf("%s stopped for good: %d nodes", n.nodeID, len(c.pm.slots()))
+	took, err := nm.waitRemoved(ctx, n.nodeID, n.slot, 2*deadMemberAfter+30*time.Second)
+	if err != nil {
+		ev.Detail += "; " + err.Error()
+		if ctx.Err() != nil {
+			return // the campaign ends
+		}
+		c.hist.addMembership(Anomaly{At: c.since(), Kind: "dead-member-kept", Msg: fmt.Sprintf("%s was stopped for good at %s (scale-down) and: %v", n.nodeID, fmtDur(ev.Start), err)})
+		return
+	}
+	ev.Detail += fmt.Sprintf("; removed by the cluster %v later", took.Round(100*time.Millisecond))
+}
+
+// removeCutLive cuts n off (both ways, from every other node) until the
+// cluster removes it while it runs, keeps its clients on it a few seconds
+// more (it must hand out nothing: its lease ended, the checker's
+// issued-after-removal), heals, and replaces it at its address. The
+// cluster needs a fourth node for that (it never shrinks below three):
+// the fault first scales up when it has three.
+func (nm *nemesis) removeCutLive(ctx context.Context, n *node, ev *FaultEvent) {
+	c := nm.c
+	if c.fw == nil {
+		return
+	}
+	var did []string
+	if len(c.pm.slots()) < 4 {
+		up := &FaultEvent{}
+		nm.scaleUp(up)
+		did = append(did, "first "+up.Detail)
+		if len(c.pm.slots()) < 4 {
+			ev.Detail = strings.Join(did, "; ")
+			return
+		}
+	}
+	ghost := n.running()
+	if ghost == nil {
+		ev.Detail = strings.Join(append(did, n.nodeID+" not running"), "; ")
+		return
+	}
+	if !nm.cut(nm.isolation(n), ev) {
+		return
+	}
+	did = append(did, ev.Detail)
+	defer func() { ev.Detail = strings.Join(did, "; ") }()
+	took, err := nm.waitRemoved(ctx, n.nodeID, n.slot, 2*deadMemberAfter+30*time.Second)
+	if err != nil {
+		c.fw.heal()
+		did = append(did, err.Error())
+		if ctx.Err() != nil {
+			return // the campaign ends
+		}
+		c.hist.addMembership(Anomaly{At: c.since(), Kind: "dead-member-kept", Msg: fmt.Sprintf("%s was cut off from every other node at %s and: %v", n.nodeID, fmtDur(ev.Start), err)})
+		return
+	}
+	c.hist.addRemoval(removal{Proc: ghost.gen, NodeID: n.nodeID, At: c.since()})
+	lease := "its lease unknown"
+	if info, err := clusterInfo(ghost.addr); err == nil {
+		switch end, err := strconv.ParseInt(info["worker_lease_end_ms"], 10, 64); {
+		case err == nil && end > 0:
+			lease = fmt.Sprintf("its lease ended %v ago", time.Since(time.UnixMilli(end)).Round(100*time.Millisecond))
+		case err == nil:
+			lease = "it shows no lease"
+		}
+	}
+	did = append(did, fmt.Sprintf("removed by the cluster %v after the cut, while it runs (%s)", took.Round(100*time.Millisecond), lease))
+	nm.sleep(ctx, 3*time.Second)
+	if err := c.fw.heal(); err != nil {
+		did = append(did, "heal: "+err.Error())
+	}
+	nm.sleep(ctx, 2*time.Second)
+	what, err := nm.replaceAtAddress(n)
+	if err != nil {
+		did = append(did, "healed; "+err.Error())
+		return
+	}
+	did = append(did, "healed; "+what)
+}
+
+// leaderInfo is CLUSTER INFO of the node that leads, asked of every
+// running node but exclude's, for at most wait.
+func (nm *nemesis) leaderInfo(exclude int, wait time.Duration) (map[string]string, error) {
+	for deadline := time.Now().Add(wait); ; time.Sleep(200 * time.Millisecond) {
+		for _, n := range nm.c.pm.slots() {
+			if p := n.running(); p != nil && n.slot != exclude {
+				if info, err := clusterInfo(p.addr); err == nil && info["role"] == "Leader" {
+					return info, nil
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("no node leads (%v)", wait)
+		}
+	}
+}
+
+// memberInfo is a member as the leader's CLUSTER INFO lists it.
+type memberInfo struct{ id, suffrage, health string }
+
+// membersOf lists the members in a CLUSTER INFO (its member<i> lines).
+func membersOf(info map[string]string) []memberInfo {
+	var out []memberInfo
+	for i := 0; ; i++ {
+		line, ok := info["member"+strconv.Itoa(i)]
+		if !ok {
+			return out
+		}
+		var m memberInfo
+		for _, kv := range strings.Split(line, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "id":
+				m.id = v
+			case "suffrage":
+				m.suffrage = v
+			case "health":
+				m.health = v
+			}
+		}
+		out = append(out, m)
+	}
+}
+
+// waitRemoved waits until the leader (not exclude) lists nodeID no more,
+// and says how long that took.
+func (nm *nemesis) waitRemoved(ctx context.Context, nodeID string, exclude int, wait time.Duration) (time.Duration, error) {
+	began := time.Now()
+	for deadline := began.Add(wait); ctx.Err() == nil; nm.sleep(ctx, 250*time.Millisecond) {
+		info, err := nm.leaderInfo(exclude, 5*time.Second)
+		if err == nil && !slices.ContainsFunc(membersOf(info), func(m memberInfo) bool { return m.id == nodeID }) {
+			return time.Since(began), nil
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("still a member %v later (--dead-member-after %v)", wait, deadMemberAfter)
+		}
+	}
+	return 0, ctx.Err()
 }
 
 // powerCut cuts the power of nodes at one instant: their disks (lazyfs)
@@ -344,7 +636,7 @@ func (nm *nemesis) powerCut(ctx context.Context, nodes []*node, f Fault, ev *Fau
 	errs := make([]error, len(nodes))
 	var wg sync.WaitGroup
 	for i, n := range nodes {
-		wg.Go(func() { _, errs[i] = c.pm.start(n, n.join, 40*time.Second) })
+		wg.Go(func() { _, errs[i] = nm.restart(n, 40*time.Second) })
 	}
 	wg.Wait()
 	for _, err := range errs {
@@ -381,9 +673,11 @@ func (nm *nemesis) newNodeID(slot int) string {
 	return fmt.Sprintf("n%d-r%d", slot, nm.seq)
 }
 
-// forgetLive forgets a running node, starts its replacement (new node ID,
-// new directory and ports) while it runs on, keeps a client on the
-// forgotten one for the hold, then kills it.
+// forgetLive forgets a running node (an operator's FORGET, the one the
+// spec names as a mistake the cluster must survive: the node runs on),
+// starts its replacement (new node ID, new directory and ports: the
+// forgotten process still holds the old ones) while it runs on, keeps a
+// client on the forgotten one for the hold, then kills it.
 func (nm *nemesis) forgetLive(ctx context.Context, n *node, f Fault, ev *FaultEvent) {
 	c := nm.c
 	ghost := n.running()
@@ -403,13 +697,12 @@ func (nm *nemesis) forgetLive(ctx context.Context, n *node, f Fault, ev *FaultEv
 		c.ghostClient(gctx, n.slot, ghost, "forgotten")
 	}()
 	repl := &node{slot: n.slot, host: n.host, uid: n.uid}
-	other := nm.liveOther(n.slot)
-	if other < 0 {
+	if nm.liveOther(n.slot) < 0 {
 		ev.Detail += "; no member left to join"
 	} else if err := c.pm.freshDir(repl, nm.newNodeID(n.slot)); err != nil {
 		ev.Detail += "; " + err.Error()
 	} else {
-		repl.join = c.pm.node(other).respAddr()
+		repl.join = nm.joinList(n.slot)
 		c.pm.setNode(n.slot, repl)
 		if _, err := c.pm.start(repl, repl.join, 40*time.Second); err != nil {
 			ev.Detail += "; replacement failed: " + err.Error()
@@ -427,75 +720,53 @@ func (nm *nemesis) forgetLive(ctx context.Context, n *node, f Fault, ev *FaultEv
 	os.RemoveAll(n.dir)
 }
 
-// wipeRejoin kills a node and starts it on an empty directory with --join:
-// under a new node ID with a FORGET of the old one, before or after the
-// rejoin (the operator's remedy), or under the same node ID without FORGET
-// (a replaced disk), which the spec says is refused.
-func (nm *nemesis) wipeRejoin(n *node, sameID, forgetAfter bool, ev *FaultEvent) {
+// wipeSameID kills a node and starts it on an empty directory under the
+// same node ID at the same address, --join the others (a replaced disk
+// under a member's name), which the spec says is refused. Refused, the
+// pod gets what a StatefulSet without volumes gives it: a new empty
+// directory and a new node ID at the same address, no FORGET.
+func (nm *nemesis) wipeSameID(n *node, ev *FaultEvent) {
 	c := nm.c
-	defer func() { ev.Detail = strings.TrimSuffix(ev.Detail, "; ") }()
-	other := nm.liveOther(n.slot)
-	if other < 0 {
+	if nm.liveOther(n.slot) < 0 {
 		ev.Detail = "no other member running"
 		return
 	}
 	n.kill()
-	join := c.pm.node(other).respAddr()
-	if sameID {
-		if err := c.pm.freshDir(n, n.nodeID); err != nil {
-			ev.Detail = err.Error()
-			return
-		}
-		n.join = join
-		p, err := c.pm.start(n, join, 20*time.Second)
-		if err == nil {
-			ev.Detail = "empty directory under member ID " + n.nodeID + " accepted"
-			c.hist.addMembership(Anomaly{At: c.since(), Kind: "membership", Msg: fmt.Sprintf("%s restarted on an empty directory under its member node ID and joined (the spec says: refused, remedy FORGET or a new --node-id); log %s", n.nodeID, p.logf)})
-			return
-		}
-		ev.Detail = "empty directory under " + n.nodeID + " refused (" + firstLine(err.Error()) + "); "
-		n.kill()
-	}
-	old := n.nodeID
-	forget := func() {
-		if err := nm.forget(n.slot, old); err != nil {
-			ev.Detail += "FORGET " + old + ": " + err.Error() + "; "
-		} else {
-			ev.Detail += "FORGET " + old + "; "
-		}
-	}
-	if !forgetAfter {
-		forget()
-	}
-	defer func() {
-		if forgetAfter {
-			forget()
-		}
-	}()
-	if err := c.pm.freshDir(n, nm.newNodeID(n.slot)); err != nil {
-		ev.Detail += err.Error() + "; "
+	if err := c.pm.freshDir(n, n.nodeID); err != nil {
+		ev.Detail = err.Error()
 		return
 	}
-	n.join = join
-	if _, err := c.pm.start(n, join, 40*time.Second); err != nil {
-		ev.Detail += "rejoin as " + n.nodeID + " failed: " + err.Error() + "; "
+	n.join = nm.joinList(n.slot)
+	p, err := c.pm.start(n, n.join, 20*time.Second)
+	if err == nil {
+		ev.Detail = "empty directory under member ID " + n.nodeID + " accepted"
+		c.hist.addMembership(Anomaly{At: c.since(), Kind: "membership", Msg: fmt.Sprintf("%s restarted on an empty directory under its member node ID and joined (the spec says: refused, remedy FORGET or a new --node-id); log %s", n.nodeID, p.logf)})
 		return
 	}
-	ev.Detail += "rejoined as " + n.nodeID + "; "
+	ev.Detail = "empty directory under " + n.nodeID + " refused (" + firstLine(err.Error()) + "); "
+	what, err := nm.replaceAtAddress(n)
+	if err != nil {
+		ev.Detail += err.Error()
+		return
+	}
+	ev.Detail += what + ", no FORGET"
 }
 
-// KRepair is the fault-table kind of the repairs the nemesis makes, as a
-// careful operator would, before each fault and at the heal.
-const KRepair = "operator-repair"
+// KRepair is the fault-table kind of the repairs the nemesis makes before
+// each fault and at the heal.
+const KRepair = "repair"
 
-// repair brings the cluster back to full strength, as a careful operator
-// does before touching it again: every slot runs (a slot whose restart is
-// refused, say a joiner killed before it stored its worker ID, gets the
-// remedy: FORGET, an empty directory, a new node ID), and the members are
-// the slots' nodes and nobody else (an old node ID a failed FORGET left
-// behind is forgotten). So each fault starts from three voters, and takes at
-// most one away for its hold: the majority of the configured voters is
-// never lost for longer than one fault.
+// repair brings the cluster back to full strength before the next fault,
+// doing only what a Kubernetes StatefulSet does, never an operator's
+// command: a slot whose node is down is started again on its directory; a
+// slot whose restart is refused (its member was removed while it was down,
+// or a joiner killed before it stored its worker ID), or whose process runs
+// but is no member any more, is given an empty directory and a new node
+// ID at the same address, --join the others. Then it waits until the
+// cluster has settled: as many voters as it wants (campaignVoters, at most
+// its members), each of them a node that runs, so that the next fault takes
+// at most one voter away for its hold. Dead members, strays and stale IDs
+// are the cluster's to remove: the nemesis forgets nobody.
 func (nm *nemesis) repair() []string {
 	c := nm.c
 	ev := &FaultEvent{Kind: KRepair, Start: c.since()}
@@ -508,11 +779,7 @@ func (nm *nemesis) repair() []string {
 			continue
 		}
 		ev.Slots = append(ev.Slots, n.slot)
-		if other := nm.liveOther(n.slot); n.join != "" && other >= 0 {
-			// The member it first joined through may have moved.
-			n.join = c.pm.node(other).respAddr()
-		}
-		p, err := c.pm.start(n, n.join, 40*time.Second)
+		p, err := nm.restart(n, 40*time.Second)
 		if err == nil {
 			did = append(did, "restarted "+n.nodeID)
 			continue
@@ -521,50 +788,34 @@ func (nm *nemesis) repair() []string {
 			problems = append(problems, err.Error())
 			continue // slow, not refused: it may still come up
 		}
-		// Refused: the remedy.
-		old := n.nodeID
-		other := nm.liveOther(n.slot)
-		if other < 0 {
-			problems = append(problems, fmt.Sprintf("%s refused to start (%s) and no member runs", old, firstLine(err.Error())))
+		what, rerr := nm.replaceAtAddress(n)
+		if rerr != nil {
+			problems = append(problems, fmt.Sprintf("%s refused to start (%s); %v", p.nodeID, firstLine(err.Error()), rerr))
 			continue
 		}
-		if err := nm.forget(n.slot, old); err != nil {
-			problems = append(problems, "FORGET "+old+": "+err.Error())
-		}
-		if err := c.pm.freshDir(n, nm.newNodeID(n.slot)); err != nil {
-			problems = append(problems, err.Error())
-			continue
-		}
-		n.join = c.pm.node(other).respAddr()
-		if _, err := c.pm.start(n, n.join, 40*time.Second); err != nil {
-			problems = append(problems, "rejoin as "+n.nodeID+": "+err.Error())
-			continue
-		}
-		did = append(did, fmt.Sprintf("%s refused to start (%s): forgotten, rejoined as %s", old, firstLine(err.Error()), n.nodeID))
+		did = append(did, fmt.Sprintf("%s refused to start (%s): %s", p.nodeID, firstLine(err.Error()), what))
 	}
-	// A joiner is a non-voter until it has caught up: the next fault
-	// waits for it, or the cluster would have a voter fewer than it shows.
-	for _, n := range c.pm.slots() {
-		if n.running() == nil || c.isVoter(n) {
-			continue
-		}
-		waited := time.Now()
-		if err := c.waitVoter(n, 30*time.Second); err != nil {
-			problems = append(problems, err.Error())
-		} else {
-			did = append(did, fmt.Sprintf("waited %v for %s to be promoted to voter", time.Since(waited).Round(time.Millisecond), n.nodeID))
-		}
-	}
-	stale, err := nm.staleMembers()
-	if err != nil {
+	if info, err := nm.leaderInfo(-1, 10*time.Second); err != nil {
 		problems = append(problems, "member list: "+err.Error())
-	}
-	for _, id := range stale {
-		if err := nm.forget(-1, id); err != nil {
-			problems = append(problems, "FORGET stale member "+id+": "+err.Error())
-		} else {
-			did = append(did, "forgot stale member "+id)
+	} else {
+		members := membersOf(info)
+		for _, n := range c.pm.slots() {
+			if n.running() == nil || slices.ContainsFunc(members, func(m memberInfo) bool { return m.id == n.nodeID }) {
+				continue
+			}
+			ev.Slots = append(ev.Slots, n.slot)
+			if what, err := nm.replaceAtAddress(n); err != nil {
+				problems = append(problems, "runs but is no member: "+err.Error())
+			} else {
+				did = append(did, "runs but is no member: "+what)
+			}
 		}
+	}
+	waited := time.Now()
+	if state, err := nm.waitSettled(30 * time.Second); err != nil {
+		problems = append(problems, err.Error())
+	} else if state != "" {
+		did = append(did, fmt.Sprintf("waited %v for the voters (%s)", time.Since(waited).Round(time.Millisecond), state))
 	}
 	if len(did)+len(problems) > 0 {
 		ev.End = c.since()
@@ -575,35 +826,49 @@ func (nm *nemesis) repair() []string {
 	return problems
 }
 
-// staleMembers are the members, as the leader lists them, that no slot's
-// node is.
-func (nm *nemesis) staleMembers() ([]string, error) {
+// waitSettled waits until the leader lists as many voters as the cluster
+// wants, each a node that runs; it returns "" when that held at once, or
+// what was unsettled at first.
+func (nm *nemesis) waitSettled(wait time.Duration) (string, error) {
 	c := nm.c
-	var info map[string]string
-	for deadline := time.Now().Add(10 * time.Second); info == nil; time.Sleep(200 * time.Millisecond) {
-		for _, n := range c.pm.slots() {
-			if p := n.running(); p != nil {
-				if i, err := clusterInfo(p.addr); err == nil && i["role"] == "Leader" {
-					info = i
-					break
+	first := ""
+	for deadline := time.Now().Add(wait); ; time.Sleep(200 * time.Millisecond) {
+		state := "no leader"
+		if info, err := nm.leaderInfo(-1, 5*time.Second); err == nil {
+			running := map[string]bool{}
+			for _, n := range c.pm.slots() {
+				if n.running() != nil {
+					running[n.nodeID] = true
 				}
 			}
+			voters, live, down := 0, 0, []string{}
+			for _, m := range membersOf(info) {
+				if running[m.id] {
+					live++
+				}
+				if m.suffrage == "voter" {
+					voters++
+					if !running[m.id] {
+						down = append(down, m.id)
+					}
+				}
+			}
+			want := min(campaignVoters, live)
+			if want%2 == 0 {
+				want--
+			}
+			if len(down) == 0 && voters >= want {
+				return first, nil
+			}
+			state = fmt.Sprintf("%d voters of %d wanted, not running: %v", voters, want, down)
 		}
-		if info == nil && time.Now().After(deadline) {
-			return nil, fmt.Errorf("no node leads (10 s)")
+		if first == "" {
+			first = state
+		}
+		if time.Now().After(deadline) {
+			return first, fmt.Errorf("the cluster did not settle within %v: %s", wait, state)
 		}
 	}
-	current := map[string]bool{}
-	for _, n := range c.pm.slots() {
-		current[n.nodeID] = true
-	}
-	var stale []string
-	for _, m := range strings.Split(info["member_list"], ",") {
-		if id, _, ok := strings.Cut(m, "="); ok && !current[id] {
-			stale = append(stale, id)
-		}
-	}
-	return stale, nil
 }
 
 func firstLine(s string) string {
@@ -613,7 +878,7 @@ func firstLine(s string) string {
 
 // wrongLayout starts a joiner with another layout. It must be refused; if
 // it is accepted, a client issues on it for the hold (its IDs go into the
-// history) before it is forgotten and killed.
+// history) before it is killed.
 func (nm *nemesis) wrongLayout(ctx context.Context, f Fault, ev *FaultEvent) {
 	c := nm.c
 	other := nm.liveOther(-1)
@@ -621,14 +886,15 @@ func (nm *nemesis) wrongLayout(ctx context.Context, f Fault, ev *FaultEvent) {
 		ev.Detail = "no member running"
 		return
 	}
-	extra := &node{slot: len(c.pm.slots()), host: c.hostFor(len(c.pm.slots())), uid: c.uidFor(len(c.pm.slots()))}
+	slot := c.cfg.MaxNodes // beyond every slot the cluster may use
+	extra := &node{slot: slot, host: c.hostFor(slot), uid: c.uidFor(slot)}
 	if err := c.pm.freshDir(extra, nm.newNodeID(extra.slot)); err != nil {
 		ev.Detail = err.Error()
 		return
 	}
 	extra.layout = []string{"--worker-bits", "9", "--seq-bits", "13"}
 	ev.Slots = []int{extra.slot}
-	p, err := c.pm.start(extra, c.pm.node(other).respAddr(), 20*time.Second)
+	p, err := c.pm.start(extra, nm.joinList(-1), 20*time.Second)
 	defer func() {
 		extra.kill()
 		os.RemoveAll(extra.dir)
@@ -646,9 +912,8 @@ func (nm *nemesis) wrongLayout(ctx context.Context, f Fault, ev *FaultEvent) {
 	gctx, cancel := context.WithTimeout(ctx, f.Hold)
 	c.ghostClient(gctx, extra.slot, p, "wrong-layout")
 	cancel()
-	if err := nm.forget(extra.slot, extra.nodeID); err != nil {
-		ev.Detail += "; FORGET failed: " + err.Error()
-	}
+	// Killed (deferred): a dead member the cluster removes after
+	// deadMemberAfter, like any other.
 }
 
 // heal ends every fault: partitions removed, paused processes continued,

@@ -88,6 +88,9 @@ type node struct {
 	layout   []string     // extra layout flags (a wrong-layout joiner)
 	join     string       // --join given at every start ("" for the node that bootstraps)
 	offset   atomic.Int64 // DEBUG CLOCK offset, nanoseconds
+	// vacant: no node in the slot (not started yet, or scaled down): the
+	// nemesis leaves it alone until a scale-up fills it.
+	vacant atomic.Bool
 
 	mu  sync.Mutex // cur, and the address and ID clients read
 	cur *proc      // nil while down
@@ -121,6 +124,7 @@ type procManager struct {
 	t0      time.Time
 	logf    func(string, ...any)
 	asUsers bool
+	extra   []string // flags every process gets (membership: --voters, --dead-member-after, --worker-lease)
 
 	disks map[int]string     // slot -> a small tmpfs or lazyfs its data directories live on
 	lazy  map[int]*lazyfs.FS // slot -> its lazyfs, when power cuts are in the mix
@@ -155,11 +159,19 @@ func (pm *procManager) setNode(slot int, n *node) {
 	pm.nodes[slot] = n
 }
 
-// slots are the slots' nodes now.
+// slots are the nodes of the slots that are not vacant: the cluster as
+// the campaign means it now (3 to MaxNodes of them).
 func (pm *procManager) slots() []*node {
 	pm.mu.Lock()
 	defer pm.mu.Unlock()
-	return slices.Clone(pm.nodes)
+	return slices.DeleteFunc(slices.Clone(pm.nodes), func(n *node) bool { return n.vacant.Load() })
+}
+
+// vacantSlots are the nodes of the vacant slots.
+func (pm *procManager) vacantSlots() []*node {
+	pm.mu.Lock()
+	defer pm.mu.Unlock()
+	return slices.DeleteFunc(slices.Clone(pm.nodes), func(n *node) bool { return !n.vacant.Load() })
 }
 
 // freePortsOn finds n ports free on host now, distinct: every listener is
@@ -183,10 +195,14 @@ func (pm *procManager) newNode(slot int, host string, uid int) (*node, error) {
 	return n, pm.freshDir(n, fmt.Sprintf("n%d", slot))
 }
 
-// freshDir gives n a new empty data directory, new ports and a node ID.
+// freshDir gives n a new empty data directory and a node ID, at the
+// addresses it has (new ports when it has none yet): a pod rescheduled
+// with an empty volume keeps its name and address.
 func (pm *procManager) freshDir(n *node, nodeID string) error {
-	if err := n.newPorts(); err != nil {
-		return err
+	if n.port == 0 {
+		if err := n.newPorts(); err != nil {
+			return err
+		}
 	}
 	pm.mu.Lock()
 	pm.gens++
@@ -238,6 +254,7 @@ func (pm *procManager) startOnce(n *node, join string, wait time.Duration) (*pro
 	if pm.flags["enable-debug-command"] {
 		args = append(args, "--enable-debug-command")
 	}
+	args = append(args, pm.extra...)
 	if join != "" {
 		args = append(args, "--join", join)
 	}
@@ -348,9 +365,14 @@ func (pm *procManager) reap(n *node) {
 		return
 	}
 	n.setRunning(nil)
+	// A panic's message is above its goroutine's stack: look that far.
+	long := tailLog(p.logf, 80)
 	tail := tailLog(p.logf, 6)
+	if i := strings.LastIndex(long, "\npanic: "); i >= 0 {
+		tail = firstLine(long[i+1:]) + "\n...\n" + tail
+	}
 	kind := "crashed"
-	if strings.Contains(tail, "no space left on device") {
+	if strings.Contains(tail, "no space left on device") { // the panic's message or the last lines
 		kind = "exit-on-full-disk"
 	}
 	pm.hist.addMembership(Anomaly{At: time.Since(pm.t0), Kind: kind, Msg: fmt.Sprintf("%s (proc %d) exited by itself: %v; log %s\n%s", n.nodeID, p.gen, p.err, p.logf, indent(tail))})

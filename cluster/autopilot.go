@@ -43,8 +43,8 @@ const DefaultVoters = 5
 const DefaultDeadMemberAfter = 2 * time.Minute
 
 // pilot is this node's autopilot delegate. Its maps are about the current
-// leadership only: a new leader gives every member a full DeadMemberAfter
-// before it counts it failed.
+// leadership, except that a new leader starts from the silences the leader
+// before it saw (inherited).
 type pilot struct {
 	c    *Cluster
 	ap   *autopilot.Autopilot
@@ -124,7 +124,7 @@ func (p *pilot) steer(leader bool) {
 		p.running = true
 		p.mu.Lock()
 		p.since = time.Now()
-		p.heard = map[string]time.Time{}
+		p.heard = p.inherited(p.since)
 		p.mu.Unlock()
 		p.ap.Start(context.Background())
 		p.c.log.Info("autopilot started", "voters", p.c.cfg.Voters, "dead_member_after", p.c.cfg.DeadMemberAfter.String())
@@ -133,6 +133,34 @@ func (p *pilot) steer(leader bool) {
 		p.ap.Stop()
 		p.state.Store(nil)
 	}
+}
+
+// inherited is when each member was last heard from, as the leader before
+// this one saw it (its view came with its last stats request, if recent):
+// a new leader counts on from there, or leaders that change more often
+// than DeadMemberAfter would never remove a dead member (each would give
+// it the full delay again). Each member still gets at least one autopilot
+// interval with this leader before it counts as failed, so one this leader
+// reaches is heard from first: the earlier leader may have been the one
+// cut off.
+func (p *pilot) inherited(now time.Time) map[string]time.Time {
+	heard := map[string]time.Time{}
+	v := p.view.Load()
+	if v == nil || now.Sub(v.at) > 4*p.c.timing.Autopilot || p.c.cfg.DeadMemberAfter <= 0 {
+		return heard
+	}
+	floor := now.Add(-p.c.cfg.DeadMemberAfter + p.c.timing.Autopilot)
+	for id, h := range v.members {
+		if h.LastContactMS < 0 || id == p.c.cfg.NodeID {
+			continue
+		}
+		last := v.at.Add(-time.Duration(h.LastContactMS) * time.Millisecond)
+		if last.Before(floor) {
+			last = floor
+		}
+		heard[id] = last
+	}
+	return heard
 }
 
 // stop ends autopilot for good and waits for it.

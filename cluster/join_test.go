@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -278,4 +279,75 @@ func TestRemovedCutOffNodeStopsAtItsLeaseEnd(t *testing.T) {
 	}
 	t.Logf("removed while cut off: %d buffered values handed out, then TRYAGAIN; the SET waited %v for its lease to end",
 		len(fromN3), acked.Sub(setAt).Round(time.Millisecond))
+}
+
+// TestDeadMemberRemovedAcrossLeadershipChanges: a member stopped for good
+// is removed after DeadMemberAfter even when the leadership changes more
+// often than that (a loaded machine, a flaky leader): each new leader
+// counts the silence the one before saw, not a full delay of its own from
+// its first day. Here the leader is cut off every few seconds, so no
+// leadership lasts DeadMemberAfter.
+func TestDeadMemberRemovedAcrossLeadershipChanges(t *testing.T) {
+	mod := func(c *idnode.Config) { c.WorkerLease, c.DeadMemberAfter, c.Voters = 2*time.Second, 6*time.Second, 3 }
+	var nodes []*node
+	for i := 1; i <= 4; i++ {
+		var via *node
+		if i > 1 {
+			via = nodes[0]
+		}
+		n, err := openNode(t, fmt.Sprintf("n%d", i), t.TempDir(), via, mod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, n)
+	}
+	ctx := context.Background()
+	dead := nodes[3]
+	if l := leader(t, nodes); l == dead {
+		dead = nodes[2]
+	}
+	dead.stop()
+	var live []*node
+	for _, n := range nodes {
+		if n != dead {
+			live = append(live, n)
+		}
+	}
+	removed := func() bool {
+		for _, n := range live {
+			info, err := n.rdb.Do(ctx, "CLUSTER", "INFO").Text()
+			if err == nil && strings.Contains(info, "role:Leader") {
+				return !strings.Contains(info, "id="+dead.id+",")
+			}
+		}
+		return false
+	}
+	began := time.Now()
+	changes := 0
+	for time.Since(began) < 45*time.Second {
+		// Let a leader lead for 4 s (less than DeadMemberAfter), then
+		// cut it off until another one leads.
+		for end := time.Now().Add(4 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+			if removed() {
+				t.Logf("%s removed %v after it stopped, across %d changes of leadership", dead.id, time.Since(began).Round(100*time.Millisecond), changes)
+				return
+			}
+		}
+		l := leader(t, live)
+		l.stream.partition(true)
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			var others []*node
+			for _, n := range live {
+				if n != l {
+					others = append(others, n)
+				}
+			}
+			if nl := leader(t, others); nl != nil && nl != l {
+				break
+			}
+		}
+		l.stream.partition(false)
+		changes++
+	}
+	t.Fatalf("%s, stopped for good, is still a member after %v and %d changes of leadership (DeadMemberAfter 6 s)", dead.id, time.Since(began).Round(time.Second), changes)
 }

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"idserver/engine"
 )
 
 // Fault kinds.
@@ -514,7 +516,9 @@ func (nm *nemesis) removeCutLive(ctx context.Context, n *node, ev *FaultEvent) {
 	if info, err := clusterInfo(ghost.addr); err == nil {
 		switch end, err := strconv.ParseInt(info["worker_lease_end_ms"], 10, 64); {
 		case err == nil && end > 0:
-			lease = fmt.Sprintf("its lease ended %v ago", time.Since(time.UnixMilli(end)).Round(100*time.Millisecond))
+			// ID time: ms since the layout's epoch (the campaign runs the default layout).
+			at := engine.DefaultLayout().Epoch.Add(time.Duration(end) * time.Millisecond)
+			lease = fmt.Sprintf("its lease ended %v before", time.Since(at).Round(100*time.Millisecond))
 		case err == nil:
 			lease = "it shows no lease"
 		}

@@ -154,6 +154,21 @@ func TestDeletedRaftDBIsRefused(t *testing.T) {
 	}
 }
 
+// TestEmptyRaftDBIsRefused: raft.db truncated to 0 bytes under a member's
+// Pebble state is refused as lost, by name (it said "bad file descriptor":
+// bbolt tried to initialize the empty file it had opened read-only).
+func TestEmptyRaftDBIsRefused(t *testing.T) {
+	dir := crashedNode(t)
+	db := filepath.Join(dir, "raft", "raft.db")
+	if err := os.Truncate(db, 0); err != nil {
+		t.Fatal(err)
+	}
+	before := files(t, filepath.Join(dir, "raft"))
+	out := refusal(t, dir)
+	mustSay(t, out, db+" is empty (0 bytes)", "was a member", remedy, "CLUSTER FORGET")
+	unchanged(t, filepath.Join(dir, "raft"), before)
+}
+
 // neverAdmitted makes the directory of a joiner whose join was refused
 // (another layout): Pebble with a node ID and no cluster identity, and an
 // empty Raft log.

@@ -28,8 +28,11 @@ type Config struct {
 	Nodes          int           // 3 when 0: the cluster at the start, and the fewest it is scaled down to
 	MaxNodes       int           // the most it is scaled up to (5 when 0; Nodes without scale faults)
 	ClientsPerNode int           // 2 when 0
-	SegmentStep    int64         // --segment-step, 1000 when 0
-	Faults         []string      // kinds to inject; AllFaults when nil
+	// DeadMemberAfter is every node's --dead-member-after (12 s when 0);
+	// --worker-lease is a third of it.
+	DeadMemberAfter time.Duration
+	SegmentStep     int64    // --segment-step, 1000 when 0
+	Faults          []string // kinds to inject; AllFaults when nil
 	// Script, when set, is the schedule instead of one drawn from Seed
 	// (a test that must see given faults); Faults is then ignored.
 	Script []Fault
@@ -139,6 +142,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	if cfg.MaxNodes == 0 {
 		cfg.MaxNodes = max(cfg.Nodes, 5)
+	}
+	if cfg.DeadMemberAfter == 0 {
+		cfg.DeadMemberAfter = defaultDeadMemberAfter
 	}
 	if cfg.ClientsPerNode == 0 {
 		cfg.ClientsPerNode = 2
@@ -287,7 +293,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	c.t0 = time.Now()
 	c.pm = &procManager{bin: bin, root: root, flags: flags, step: cfg.SegmentStep, hist: c.hist, t0: c.t0, logf: logf, disks: disks, lazy: lazy,
-		extra: membershipFlags(flags)}
+		extra: membershipFlags(flags, cfg.DeadMemberAfter)}
 	defer c.pm.killAll()
 
 	// The cluster: the first node bootstraps, the others join it; the

@@ -55,28 +55,28 @@ var scaleFaults = []string{FScaleUp, FScaleDown, FRemoveCutLive}
 var autopilotFaults = []string{FScaleDown, FRemoveCutLive}
 
 // The campaign's membership: at most campaignVoters voters among 3 to
-// MaxNodes members; a member not heard from for deadMemberAfter is removed
-// by the cluster (the default, 2 minutes, would make scale-down and
-// partition-removed take minutes each), and a worker lease short enough
-// that a removed member stops soon after (and SETs waiting for it too).
+// MaxNodes members; a member not heard from for Config.DeadMemberAfter
+// (defaultDeadMemberAfter) is removed by the cluster (the server's default,
+// 2 minutes, would make scale-down and partition-removed take minutes
+// each), and a worker lease of a third of that, short enough that a
+// removed member stops soon after (and SETs waiting for it too).
 const (
-	campaignVoters  = 3
-	deadMemberAfter = 12 * time.Second
-	workerLease     = 4 * time.Second
+	campaignVoters         = 3
+	defaultDeadMemberAfter = 12 * time.Second
 )
 
-// membershipFlags are the flags for campaignVoters, deadMemberAfter and
-// workerLease that the binary knows.
-func membershipFlags(flags map[string]bool) []string {
+// membershipFlags are the flags for campaignVoters, dead and its lease
+// that the binary knows.
+func membershipFlags(flags map[string]bool, dead time.Duration) []string {
 	var out []string
 	if flags["voters"] {
 		out = append(out, "--voters", strconv.Itoa(campaignVoters))
 	}
 	if flags["dead-member-after"] {
-		out = append(out, "--dead-member-after", deadMemberAfter.String())
+		out = append(out, "--dead-member-after", dead.String())
 	}
 	if flags["worker-lease"] {
-		out = append(out, "--worker-lease", workerLease.String())
+		out = append(out, "--worker-lease", max(dead/3, time.Second).String())
 	}
 	return out
 }
@@ -147,11 +147,11 @@ func Schedule(seed uint64, d time.Duration, kinds []string, nodes int) []Fault {
 		case FScaleUp:
 			f.Hold = 0
 		case FScaleDown:
-			// What it takes: the removal after deadMemberAfter.
-			f.Hold = deadMemberAfter + 3*time.Second
+			// What it takes: the removal after --dead-member-after.
+			f.Hold = defaultDeadMemberAfter + 3*time.Second
 		case FRemoveCutLive:
 			// Cut off until removed, a few seconds more, then replaced.
-			f.Hold = deadMemberAfter + 8*time.Second
+			f.Hold = defaultDeadMemberAfter + 8*time.Second
 		}
 		t += f.Gap + f.Hold
 		if t > d {
@@ -451,14 +451,14 @@ func (nm *nemesis) scaleUp(ev *FaultEvent) {
 }
 
 // scaleDown stops n for good (its slot vacant, its directory gone) and
-// waits for the cluster to remove it, as it must after deadMemberAfter.
+// waits for the cluster to remove it, as it must after --dead-member-after.
 func (nm *nemesis) scaleDown(ctx context.Context, n *node, ev *FaultEvent) {
 	c := nm.c
 	n.kill()
 	n.vacant.Store(true)
 	os.RemoveAll(n.dir)
 	ev.Detail = fmt.Sprintf("%s stopped for good: %d nodes", n.nodeID, len(c.pm.slots()))
-	took, err := nm.waitRemoved(ctx, n.nodeID, n.slot, 2*deadMemberAfter+30*time.Second)
+	took, err := nm.waitRemoved(ctx, n.nodeID, n.slot, 2*nm.c.cfg.DeadMemberAfter+30*time.Second)
 	if err != nil {
 		ev.Detail += "; " + err.Error()
 		if ctx.Err() != nil {
@@ -501,7 +501,7 @@ func (nm *nemesis) removeCutLive(ctx context.Context, n *node, ev *FaultEvent) {
 	}
 	did = append(did, ev.Detail)
 	defer func() { ev.Detail = strings.Join(did, "; ") }()
-	took, err := nm.waitRemoved(ctx, n.nodeID, n.slot, 2*deadMemberAfter+30*time.Second)
+	took, err := nm.waitRemoved(ctx, n.nodeID, n.slot, 2*nm.c.cfg.DeadMemberAfter+30*time.Second)
 	if err != nil {
 		c.fw.heal()
 		did = append(did, err.Error())
@@ -591,7 +591,7 @@ func (nm *nemesis) waitRemoved(ctx context.Context, nodeID string, exclude int, 
 			return time.Since(began), nil
 		}
 		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("still a member %v later (--dead-member-after %v)", wait, deadMemberAfter)
+			return 0, fmt.Errorf("still a member %v later (--dead-member-after %v)", wait, nm.c.cfg.DeadMemberAfter)
 		}
 	}
 	return 0, ctx.Err()
@@ -917,7 +917,7 @@ func (nm *nemesis) wrongLayout(ctx context.Context, f Fault, ev *FaultEvent) {
 	c.ghostClient(gctx, extra.slot, p, "wrong-layout")
 	cancel()
 	// Killed (deferred): a dead member the cluster removes after
-	// deadMemberAfter, like any other.
+	// --dead-member-after, like any other.
 }
 
 // heal ends every fault: partitions removed, paused processes continued,

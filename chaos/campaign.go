@@ -141,8 +141,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		cfg.Nodes = 3
 	}
 	if cfg.MaxNodes == 0 {
-		cfg.MaxNodes = max(cfg.Nodes, 5)
+		cfg.MaxNodes = 5
 	}
+	cfg.MaxNodes = max(cfg.MaxNodes, cfg.Nodes)
 	if cfg.DeadMemberAfter == 0 {
 		cfg.DeadMemberAfter = defaultDeadMemberAfter
 	}

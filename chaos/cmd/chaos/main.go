@@ -23,7 +23,9 @@ import (
 func main() {
 	duration := flag.Duration("duration", time.Minute, "length of the fault schedule (setup, heal and check come on top)")
 	seed := flag.Uint64("seed", 0, "seed of the schedule (0: a random one, printed)")
-	nodes := flag.Int("nodes", 3, "cluster size")
+	nodes := flag.Int("nodes", 3, "cluster size at the start, and the fewest nodes it is scaled down to")
+	maxNodes := flag.Int("max-nodes", 5, "the most nodes it is scaled up to")
+	dead := flag.Duration("dead-member-after", 12*time.Second, "every node's --dead-member-after (its --worker-lease is a third of it)")
 	clients := flag.Int("clients", 2, "clients per node")
 	faults := flag.String("faults", "", "comma-separated fault kinds (default all): "+strings.Join(chaos.AllFaults, ","))
 	binary := flag.String("binary", "", "idserver binary to test (default: build ./cmd/idserver)")
@@ -37,7 +39,7 @@ func main() {
 	if *seed == 0 {
 		*seed = rand.Uint64() >> 1
 	}
-	cfg := chaos.Config{Seed: *seed, Duration: *duration, Nodes: *nodes, ClientsPerNode: *clients, Binary: *binary, Dir: *dir,
+	cfg := chaos.Config{Seed: *seed, Duration: *duration, Nodes: *nodes, MaxNodes: *maxNodes, DeadMemberAfter: *dead, ClientsPerNode: *clients, Binary: *binary, Dir: *dir,
 		PorcupineTimeout: *porcupine, StrictDirs: *strict,
 		Logf: func(format string, args ...any) {
 			fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)

@@ -56,7 +56,7 @@ const regionsNetns = "IDSERVER_REGIONS_PARENT_NETNS"
 // buffered INCR stay local there (no cross-zone round trip), a SET pays
 // several. Then, under load, the leader is killed. go test runs 3 pods, one
 // a zone (about 25 s); IDSERVER_REGIONS_SIZE=9 runs the nine pods of
-// TestZoneLossKeepsAMajority (about 60 s), and then also cuts off and kills
+// TestZoneLossKeepsAMajority (60-70 s), and then also cuts off and kills
 // the whole zone of the next leader. Each failover reports the time to a new
 // leader, the longest INCR and NEXTID gaps and (9 pods) the first SET after.
 // Nothing repeats and no value is handed out below an acknowledged SET.

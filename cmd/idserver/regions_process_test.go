@@ -106,14 +106,19 @@ func regionsInOwnNetns(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	passed := false
+	passed, redisLog := false, 0
 	sc := bufio.NewScanner(out)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
 		passed = passed || strings.HasPrefix(line, "--- PASS: TestRegions")
+		if strings.HasPrefix(line, "redis: ") {
+			redisLog++ // go-redis's own log of dials refused by the pods killed on purpose
+			continue
+		}
 		t.Log(line)
 	}
+	t.Logf("(%d lines of go-redis's log left out)", redisLog)
 	if err := cmd.Wait(); err != nil || !passed {
 		t.Fatalf("TestRegions in its own network namespace: %v (passed: %v)", err, passed)
 	}

@@ -320,6 +320,22 @@ func regions(t *testing.T, delay int) {
 	sets := envInt("IDSERVER_REGIONS_SETS", 2+size)
 	nearLat, nearRetried := regionLatencies(t, s.pods[near].rdb, "near", n, sets)
 	farLat, farRetried := regionLatencies(t, s.pods[far].rdb, "far", n, sets)
+
+	// No node holds a connection to another's bound port: all of them
+	// went through the proxies.
+	bound := map[string]int{}
+	var pids []int
+	for i, r := range pods {
+		bound[r.bindRESP], bound[r.bindRaft] = i, i
+		pids = append(pids, s.pods[i].p.Cmd.Process.Pid)
+	}
+	conns, direct := nodeConns(t, pids, bound)
+	if len(direct) > 0 {
+		t.Fatalf("connections from a node straight to another node's bound port, past the proxies: %v", direct)
+	}
+	if conns == 0 {
+		t.Fatal("no established connection found in the nodes' sockets: the check above would pass whatever they did")
+	}
 	describe := func(i int, l map[string][]time.Duration, retried map[string]int) string {
 		return fmt.Sprintf("pod %d (zone %s, %s): NEXTID %s, INCR %s, NEXTSEG %s, SET %s; retried %v", i, zoneNames[pods[i].zone], suffrage[i],
 			pct(l["NEXTID"]), pct(l["INCR"]), pct(l["NEXTSEG"]), pct(l["SET"]), retried)
@@ -460,7 +476,8 @@ func regions(t *testing.T, delay int) {
 	}
 	t.Logf("%d pods in zones a, b, c, --voters 5, %d ms one way between zones, %d ms inside one (toxiproxy); load average %s at the start, %s at the end",
 		size, delay, inZone, loadBefore, loadAvg())
-	t.Logf("arrangement: PING to pod 1's advertised address %v from its zone, %v from another", inZonePing.Round(time.Microsecond), crossZone.Round(time.Microsecond))
+	t.Logf("arrangement: PING to pod 1's advertised address %v from its zone, %v from another; of the nodes' %d established connections, none to a peer's bound port",
+		inZonePing.Round(time.Microsecond), crossZone.Round(time.Microsecond), conns)
 	t.Logf("joins (start to serving, OrderedReady): pod 0 bootstrapped in %v; in pod 0's zone %v, in the other zones %v; all %d up after %v",
 		joins[0].Round(time.Millisecond), roundAll(nearJoins), roundAll(farJoins), size, upAfter.Round(time.Millisecond))
 	t.Logf("voters per zone %v, leader pod %d (zone %s); latency p50/p99/max, %d requests each, %d SETs, one at a time:",
@@ -590,6 +607,56 @@ for i in 1 2 3; do s=$EPOCHREALTIME; printf 'PING\r\n' >&3; IFS= read -r l <&3; 
 		}
 	}
 	return best
+}
+
+// nodeConns counts the established TCP connections the processes pids
+// hold, and lists those whose far end is one of the bound ports (a port ->
+// its pod) of another process than the pod itself: a node that dialed a
+// peer's bound address, not its advertised one.
+func nodeConns(t *testing.T, pids []int, bound map[string]int) (int, []string) {
+	t.Helper()
+	remote := map[string]string{} // socket inode -> remote port, established only
+	for _, table := range []string{"/proc/self/net/tcp", "/proc/self/net/tcp6"} {
+		b, err := os.ReadFile(table)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) < 10 || f[3] != "01" { // 01: ESTABLISHED
+				continue
+			}
+			_, hexPort, _ := strings.Cut(f[2], ":")
+			port, err := strconv.ParseInt(hexPort, 16, 32)
+			if err == nil {
+				remote[f[9]] = strconv.Itoa(int(port))
+			}
+		}
+	}
+	n := 0
+	var direct []string
+	for pod, pid := range pids {
+		fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+		if err != nil {
+			t.Fatalf("pod %d (pid %d): %v", pod, pid, err)
+		}
+		for _, fd := range fds {
+			link, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+			inode, ok := strings.CutPrefix(link, "socket:[")
+			if err != nil || !ok {
+				continue
+			}
+			port, ok := remote[strings.TrimSuffix(inode, "]")]
+			if !ok {
+				continue
+			}
+			n++
+			if to, isBound := bound[port]; isBound && to != pod {
+				direct = append(direct, fmt.Sprintf("pod %d to pod %d's port %s", pod, to, port))
+			}
+		}
+	}
+	return n, direct
 }
 
 // loopbackUp brings up lo, which a new network namespace has down.

@@ -196,7 +196,7 @@ func regions(t *testing.T, delay int) {
 		}
 		pods[i] = r
 		join = append(join, at(r.wanRESP)) // the headless Service: what every pod advertises
-		p := &pod{i: i, port: r.bindRESP, raft: r.bindRaft, dir: t.TempDir()}
+		p := &pod{i: i, host: "127.0.0.1", port: r.bindRESP, raft: r.bindRaft, dir: t.TempDir()}
 		p.rdb = redis.NewClient(&redis.Options{Addr: p.addr(), MaxRetries: -1, DialTimeout: 300 * time.Millisecond,
 			ReadTimeout: 15 * time.Second, PoolSize: 4})
 		t.Cleanup(func() { p.rdb.Close() })
@@ -338,7 +338,7 @@ func regions(t *testing.T, delay int) {
 	}
 	describe := func(i int, l map[string][]time.Duration, retried map[string]int) string {
 		return fmt.Sprintf("pod %d (zone %s, %s): NEXTID %s, INCR %s, NEXTSEG %s, SET %s; retried %v", i, zoneNames[pods[i].zone], suffrage[i],
-			pct(l["NEXTID"]), pct(l["INCR"]), pct(l["NEXTSEG"]), pct(l["SET"]), retried)
+			p50p99(l["NEXTID"]), p50p99(l["INCR"]), p50p99(l["NEXTSEG"]), p50p99(l["SET"]), retried)
 	}
 	waited := 0
 	for _, d := range farLat["INCR"] {
@@ -558,8 +558,8 @@ func regionLatencies(t *testing.T, rdb *redis.Client, name string, n, sets int) 
 	return out, retried
 }
 
-// pct is p50/p99/max of d.
-func pct(d []time.Duration) string {
+// p50p99 is p50/p99/max of d.
+func p50p99(d []time.Duration) string {
 	if len(d) == 0 {
 		return "none"
 	}

@@ -17,6 +17,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sort"
 	"strconv"
 	"sync"
@@ -57,6 +58,8 @@ type pilot struct {
 	mu       sync.Mutex
 	since    time.Time            // when this node's autopilot started (its leadership)
 	heard    map[string]time.Time // last answer to a stats request
+	led      time.Time            // when this node's last leadership ended
+	ledHeard map[string]time.Time // heard, as it was then
 	removing map[string]bool      // a removal in flight
 	joining  map[string]joiner    // in the Raft configuration, not yet in the state machine
 
@@ -132,33 +135,48 @@ func (p *pilot) steer(leader bool) {
 		p.running = false
 		p.ap.Stop()
 		p.state.Store(nil)
+		p.mu.Lock()
+		p.led, p.ledHeard = time.Now(), maps.Clone(p.heard)
+		p.mu.Unlock()
 	}
 }
 
 // inherited is when each member was last heard from, as the leader before
-// this one saw it (its view came with its last stats request, if recent):
-// a new leader counts on from there, or leaders that change more often
-// than DeadMemberAfter would never remove a dead member (each would give
-// it the full delay again). Each member still gets at least one autopilot
-// interval with this leader before it counts as failed, so one this leader
-// reaches is heard from first: the earlier leader may have been the one
-// cut off.
+// this one saw it (its view came with its last stats request, if recent),
+// or as this node saw it when it last led (if recent: a leader that loses
+// its leadership for a moment often wins it back, and gets no view from
+// itself), whichever heard it later: a new leader counts on from there, or
+// leaders that change more often than DeadMemberAfter would never remove
+// a dead member (each would give it the full delay again). Each member
+// still gets at least one autopilot interval with this leader before it
+// counts as failed, so one this leader reaches is heard from first: the
+// earlier leader may have been the one cut off. Caller holds p.mu.
 func (p *pilot) inherited(now time.Time) map[string]time.Time {
 	heard := map[string]time.Time{}
-	v := p.view.Load()
-	if v == nil || now.Sub(v.at) > 4*p.c.timing.Autopilot || p.c.cfg.DeadMemberAfter <= 0 {
+	fresh := 4 * p.c.timing.Autopilot
+	if p.c.cfg.DeadMemberAfter <= 0 {
 		return heard
 	}
+	if v := p.view.Load(); v != nil && now.Sub(v.at) <= fresh {
+		for id, h := range v.members {
+			if h.LastContactMS >= 0 {
+				heard[id] = v.at.Add(-time.Duration(h.LastContactMS) * time.Millisecond)
+			}
+		}
+	}
+	if !p.led.IsZero() && now.Sub(p.led) <= fresh {
+		for id, t := range p.ledHeard {
+			if t.After(heard[id]) {
+				heard[id] = t
+			}
+		}
+	}
+	delete(heard, p.c.cfg.NodeID)
 	floor := now.Add(-p.c.cfg.DeadMemberAfter + p.c.timing.Autopilot)
-	for id, h := range v.members {
-		if h.LastContactMS < 0 || id == p.c.cfg.NodeID {
-			continue
+	for id, t := range heard {
+		if t.Before(floor) {
+			heard[id] = floor
 		}
-		last := v.at.Add(-time.Duration(h.LastContactMS) * time.Millisecond)
-		if last.Before(floor) {
-			last = floor
-		}
-		heard[id] = last
 	}
 	return heard
 }

@@ -117,3 +117,45 @@ func TestPromoterKeepsAnOddCappedVoterSet(t *testing.T) {
 		})
 	}
 }
+
+// TestNewLeaderInheritsSilences: a new leader counts each member's silence
+// on from the later of what the leader before it reported (its view) and
+// what this node saw when it last led, and leaves each member at least one
+// autopilot interval; stale sources count for nothing.
+func TestNewLeaderInheritsSilences(t *testing.T) {
+	now := time.Now()
+	p := &pilot{c: &Cluster{cfg: Config{NodeID: "n1", DeadMemberAfter: 12 * time.Second}, timing: Timing{Autopilot: 2 * time.Second}}}
+	p.view.Store(&leaderView{at: now.Add(-time.Second), members: map[string]MemberHealth{
+		"n1": {Node: "n1", LastContactMS: 0},
+		"n2": {Node: "n2", LastContactMS: 500},
+		"n4": {Node: "n4", LastContactMS: 20_000}, // before the floor: gets one interval
+		"n5": {Node: "n5", LastContactMS: -1},
+	}})
+	p.led, p.ledHeard = now.Add(-3*time.Second), map[string]time.Time{"n2": now.Add(-5 * time.Second), "n3": now.Add(-7 * time.Second), "n4": now.Add(-11 * time.Second)}
+	got := p.inherited(now)
+	want := map[string]time.Time{
+		"n2": now.Add(-1500 * time.Millisecond), // the view heard it later than this node's leadership
+		"n3": now.Add(-7 * time.Second),         // only this node's last leadership knew it
+		"n4": now.Add(-10 * time.Second),        // 12 s - one 2 s interval
+	}
+	if len(got) != len(want) {
+		t.Fatalf("inherited %v, want %v", got, want)
+	}
+	for id, w := range want {
+		if !got[id].Equal(w) {
+			t.Errorf("%s: last heard %v before now, want %v", id, now.Sub(got[id]), now.Sub(w))
+		}
+	}
+	// Stale sources (older than four intervals), or no removal at all:
+	// nothing inherited.
+	p.led = now.Add(-9 * time.Second)
+	p.view.Store(&leaderView{at: now.Add(-9 * time.Second), members: map[string]MemberHealth{"n2": {LastContactMS: 0}}})
+	if got := p.inherited(now); len(got) != 0 {
+		t.Errorf("from stale sources: %v", got)
+	}
+	p.led = now
+	p.c.cfg.DeadMemberAfter = 0
+	if got := p.inherited(now); len(got) != 0 {
+		t.Errorf("with DeadMemberAfter 0: %v", got)
+	}
+}

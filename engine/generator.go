@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -80,8 +82,17 @@ func (e *LeaseError) Error() string {
 // Is makes errors.Is(err, ErrNoLease) true.
 func (e *LeaseError) Is(target error) bool { return target == ErrNoLease }
 
-// Clock reads the wall clock. Production passes time.Now; tests a fake.
+// Clock reads the wall clock. Production passes time.Now (or DEBUG
+// CLOCK's offset over it), with Config.Monotonic; tests a fake.
 type Clock func() time.Time
+
+// MonotonicClock returns the machine's monotonic clock as Config.Monotonic
+// wants it: the time since the call, as time.Since reads it (one vDSO read,
+// where time.Now makes two).
+func MonotonicClock() func() time.Duration {
+	start := time.Now()
+	return func() time.Duration { return time.Since(start) }
+}
 
 // HighWaterStore keeps the snowflake high-water mark: every ID the node has
 // ever let out has a time below it (the whole of its time unit), and so has
@@ -117,6 +128,16 @@ type Config struct {
 	// Rand is where UUIDv7s draws its random bits (crypto/rand.Reader when
 	// nil).
 	Rand io.Reader
+	// Monotonic, when set, is the machine's monotonic clock
+	// (MonotonicClock), and the clock passed to New is the machine's wall
+	// clock (or an offset of it): then the generator reads the wall clock
+	// at most once a millisecond, when the monotonic clock says the
+	// millisecond of its last reading has passed, and takes that
+	// millisecond from the reading in between. A step of the wall clock,
+	// back or forward, is seen at most a millisecond late
+	// (docs/guarantees.md, "The clock"). nil: the wall clock is read on
+	// every call, as tests that step a fake clock need.
+	Monotonic func() time.Duration
 }
 
 // Generator issues snowflake and gene IDs for one worker. It is safe for
@@ -135,7 +156,10 @@ type Config struct {
 type Generator struct {
 	layout      Layout
 	now         Clock
+	mono        func() time.Duration        // Config.Monotonic; nil: read now on every call
+	wall        atomic.Pointer[wallReading] // with mono: the last reading of now
 	sleep       func(time.Duration)
+	precise     bool // the machine's clocks and no Sleep given: short waits are precise (waitHeld)
 	store       HighWaterStore
 	epochMS     int64
 	unitMS      int64 // one tick in ms
@@ -197,6 +221,7 @@ func New(cfg Config, now Clock, store HighWaterStore) (*Generator, error) {
 	g := &Generator{
 		layout:      l,
 		now:         now,
+		mono:        cfg.Monotonic,
 		sleep:       cfg.Sleep,
 		store:       store,
 		epochMS:     l.Epoch.UnixMilli(),
@@ -217,6 +242,7 @@ func New(cfg Config, now Clock, store HighWaterStore) (*Generator, error) {
 	}
 	if g.sleep == nil {
 		g.sleep = time.Sleep
+		g.precise = g.mono != nil
 	}
 	hwMS, err := store.HighWater()
 	if err != nil {
@@ -337,10 +363,43 @@ func (g *Generator) leaseError(endMS, t int64) *LeaseError {
 // Layout returns the generator's layout.
 func (g *Generator) Layout() Layout { return g.layout }
 
+// wallReading is a reading of the wall clock (Generator.wall): the
+// millisecond it read, since the epoch, and the monotonic clock's reading
+// at or before which that millisecond ends.
+type wallReading struct {
+	ms    int64
+	until time.Duration
+}
+
 // wallMS reads the clock: the tick it is in and the ms since the epoch.
+// With a monotonic clock, it reads the wall clock only once the monotonic
+// clock has passed the end of the last reading's millisecond.
 func (g *Generator) wallMS() (tick, ms int64) {
-	ms = g.now().UnixMilli() - g.epochMS
-	return floorDiv(ms, g.unitMS), ms
+	if g.mono == nil {
+		ms = g.now().UnixMilli() - g.epochMS
+		return g.ticks(ms), ms
+	}
+	m := g.mono()
+	r := g.wall.Load()
+	if r == nil || m >= r.until {
+		// The monotonic clock is read before the wall clock, so that until
+		// falls at or before the true end of the millisecond, however
+		// long this goroutine is held up between the two reads.
+		at := g.now()
+		r = &wallReading{ms: at.UnixMilli() - g.epochMS, until: m + time.Millisecond - time.Duration(at.Nanosecond())%time.Millisecond}
+		g.wall.Store(r)
+	}
+	return g.ticks(r.ms), r.ms
+}
+
+// ticks is the tick the millisecond ms (since the epoch) lies in. In
+// milliseconds, the default, it is ms itself: a 64-bit division costs
+// about as much as the rest of an ID.
+func (g *Generator) ticks(ms int64) int64 {
+	if g.unitMS == 1 {
+		return ms
+	}
+	return floorDiv(ms, g.unitMS)
 }
 
 // floorDiv and ceilDiv divide rounding down and up (b > 0).
@@ -355,7 +414,7 @@ func floorDiv(a, b int64) int64 {
 func ceilDiv(a, b int64) int64 { return -floorDiv(-a, b) }
 
 // leaseTicks is the first tick a lease ending at endMS does not cover.
-func (g *Generator) leaseTicks(endMS int64) int64 { return floorDiv(endMS, g.unitMS) }
+func (g *Generator) leaseTicks(endMS int64) int64 { return g.ticks(endMS) }
 
 // sinceEpoch is the wall clock since the layout's epoch, to the nanosecond.
 func (g *Generator) sinceEpoch() time.Duration {
@@ -364,7 +423,8 @@ func (g *Generator) sinceEpoch() time.Duration {
 
 // NextID issues one ID, choosing the gene itself in turn.
 func (g *Generator) NextID() (int64, error) {
-	ids, err := g.NextIDs(make([]int64, 0, 1), 1)
+	var buf [1]int64
+	ids, _, err := g.issueGen(buf[:0], 1, -1)
 	if err != nil {
 		return 0, err
 	}
@@ -447,8 +507,24 @@ func (g *Generator) issueGen(dst []int64, n int, gene int64) (_ []int64, switche
 			// until the moment it reaches tick t less the borrow and no
 			// longer (whole ticks from a reading inside one wait up to a
 			// tick too long; this is to the nanosecond).
+			d := time.Duration((t-g.borrowTicks)*g.unitMS)*time.Millisecond - g.sinceEpoch()
+			if g.precise && d <= heldWait {
+				// The last of a wait on the machine's clock: held, so
+				// that the callers behind it queue on the lock rather
+				// than each waking on its own.
+				g.waitHeld(d)
+				wall, wallMS = g.wallMS()
+				fresh = false
+				leaseMS = g.leaseEnd.Load()
+				lease = g.leaseTicks(leaseMS)
+				g.tick(wall)
+				continue
+			}
+			if g.precise {
+				d -= heldWait // sleep until the last of it is left, then wait held
+			}
 			g.mu.Unlock()
-			if d := time.Duration((t-g.borrowTicks)*g.unitMS)*time.Millisecond - g.sinceEpoch(); d > 0 {
+			if d > 0 {
 				g.sleep(d)
 			}
 			wall, wallMS = g.wallMS()
@@ -493,6 +569,33 @@ func (g *Generator) issueGen(dst []int64, n int, gene int64) (_ []int64, switche
 		}
 	}
 	return dst, switches, nil
+}
+
+// heldWait is the longest wait waitHeld does (longer ones sleep first
+// with the lock released), and spinWait how much of it waitHeld spins
+// through rather than sleeps.
+const (
+	heldWait = 2 * time.Millisecond
+	spinWait = 200 * time.Microsecond
+)
+
+// waitHeld waits d on the monotonic clock, with g.mu held (d <= heldWait):
+// it sleeps in the kernel for all but the last spinWait of it and spins
+// through that, yielding to other goroutines. time.Sleep would do: Go's
+// timers wake through the netpoller, whose epoll_wait counts whole
+// milliseconds, so a wait below a millisecond lasts a millisecond or
+// more, and the layout's ceiling (2^seq-bits IDs per tick) is lost with
+// every tick that runs out (bench/RESULTS.md, "The engine"). nanosleep
+// oversleeps by tens of microseconds, which the spin takes up.
+func (g *Generator) waitHeld(d time.Duration) {
+	end := g.mono() + d
+	if s := d - spinWait; s > 0 {
+		ts := syscall.NsecToTimespec(int64(s))
+		syscall.Nanosleep(&ts, nil) // an early wake (EINTR) is made up by the spin
+	}
+	for g.mono() < end {
+		runtime.Gosched()
+	}
 }
 
 // UUIDv7s appends n RFC 9562 UUIDv7s to dst, each greater than every one

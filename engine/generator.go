@@ -364,11 +364,12 @@ func (g *Generator) leaseError(endMS, t int64) *LeaseError {
 func (g *Generator) Layout() Layout { return g.layout }
 
 // wallReading is a reading of the wall clock (Generator.wall): the
-// millisecond it read, since the epoch, and the monotonic clock's reading
-// at or before which that millisecond ends.
+// millisecond it read and the same to the nanosecond, since the epoch; the
+// monotonic clock just before it; and the monotonic clock's reading at or
+// before which that millisecond ends.
 type wallReading struct {
-	ms    int64
-	until time.Duration
+	ms, ns      int64
+	mono, until time.Duration
 }
 
 // wallMS reads the clock: the tick it is in and the ms since the epoch.
@@ -379,6 +380,13 @@ func (g *Generator) wallMS() (tick, ms int64) {
 		ms = g.now().UnixMilli() - g.epochMS
 		return g.ticks(ms), ms
 	}
+	r, _ := g.reading()
+	return g.ticks(r.ms), r.ms
+}
+
+// reading is the wall clock's reading in force (with a monotonic clock),
+// read again if its millisecond is over, and the monotonic clock now.
+func (g *Generator) reading() (*wallReading, time.Duration) {
 	m := g.mono()
 	r := g.wall.Load()
 	if r == nil || m >= r.until {
@@ -386,10 +394,12 @@ func (g *Generator) wallMS() (tick, ms int64) {
 		// falls at or before the true end of the millisecond, however
 		// long this goroutine is held up between the two reads.
 		at := g.now()
-		r = &wallReading{ms: at.UnixMilli() - g.epochMS, until: m + time.Millisecond - time.Duration(at.Nanosecond())%time.Millisecond}
+		ns := at.UnixNano() - g.epochMS*int64(time.Millisecond)
+		r = &wallReading{ms: floorDiv(ns, int64(time.Millisecond)), ns: ns, mono: m}
+		r.until = m + time.Duration((r.ms+1)*int64(time.Millisecond)-ns)
 		g.wall.Store(r)
 	}
-	return g.ticks(r.ms), r.ms
+	return r, m
 }
 
 // ticks is the tick the millisecond ms (since the epoch) lies in. In
@@ -417,8 +427,16 @@ func ceilDiv(a, b int64) int64 { return -floorDiv(-a, b) }
 func (g *Generator) leaseTicks(endMS int64) int64 { return g.ticks(endMS) }
 
 // sinceEpoch is the wall clock since the layout's epoch, to the nanosecond.
+// With a monotonic clock it is the reading in force carried on by the
+// monotonic clock, so that it agrees with wallMS: a wait computed from it
+// never outlasts the millisecond wallMS reports, and a step back that
+// wallMS has not seen yet cannot turn into a wait as long as the step.
 func (g *Generator) sinceEpoch() time.Duration {
-	return time.Duration(g.now().UnixNano() - g.epochMS*int64(time.Millisecond))
+	if g.mono == nil {
+		return time.Duration(g.now().UnixNano() - g.epochMS*int64(time.Millisecond))
+	}
+	r, m := g.reading()
+	return time.Duration(r.ns) + m - r.mono
 }
 
 // NextID issues one ID, choosing the gene itself in turn.

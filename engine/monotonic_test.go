@@ -173,3 +173,30 @@ func TestSaturationOnTheMachinesClocks(t *testing.T) {
 	}
 	t.Logf("%d IDs in %v (the ceiling: %v)", len(seen), time.Since(start), time.Duration(len(seen))*time.Millisecond/4096)
 }
+
+// TestMonotonicStepBackWhileSaturated: a step back that the generator has
+// not seen yet (inside the millisecond of its last reading) while the
+// millisecond's sequence is used up is a wait until that millisecond ends,
+// then CLOCKBACK: never a wait as long as the step.
+func TestMonotonicStepBackWhileSaturated(t *testing.T) {
+	clock := newFakeClock()
+	mono := &fakeMono{}
+	var slept time.Duration
+	g, err := New(Config{Layout: DefaultLayout(), Worker: 1, MaxBorrow: 0, LeaseEndMS: math.MaxInt64, Monotonic: mono.now,
+		Sleep: func(d time.Duration) { slept += d; clock.Step(d); mono.step(d) }}, clock.Now, &memStore{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.Step(2*time.Second + 300*time.Microsecond) // past the start's floor, 0.3 ms into a millisecond
+	mono.step(2*time.Second + 300*time.Microsecond)
+	if _, err := g.NextIDs(nil, 4096); err != nil { // the millisecond's sequence
+		t.Fatal(err)
+	}
+	clock.Step(-time.Hour)
+	if _, err := g.NextID(); !errors.Is(err, ErrClockBack) {
+		t.Fatalf("after a step back of 1 h with the millisecond used up: %v, want CLOCKBACK", err)
+	}
+	if slept > time.Millisecond {
+		t.Fatalf("waited %v for a clock that went back an hour", slept)
+	}
+}

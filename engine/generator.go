@@ -599,7 +599,7 @@ const (
 
 // waitHeld waits d on the monotonic clock, with g.mu held (d <= heldWait):
 // it sleeps in the kernel for all but the last spinWait of it and spins
-// through that, yielding to other goroutines. time.Sleep would do: Go's
+// through that, yielding to other goroutines. time.Sleep would not do: Go's
 // timers wake through the netpoller, whose epoll_wait counts whole
 // milliseconds, so a wait below a millisecond lasts a millisecond or
 // more, and the layout's ceiling (2^seq-bits IDs per tick) is lost with

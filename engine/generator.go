@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 )
 
@@ -608,8 +607,7 @@ const (
 func (g *Generator) waitHeld(d time.Duration) {
 	end := g.mono() + d
 	if s := d - spinWait; s > 0 {
-		ts := syscall.NsecToTimespec(int64(s))
-		syscall.Nanosleep(&ts, nil) // an early wake (EINTR) is made up by the spin
+		kernelSleep(s)
 	}
 	for g.mono() < end {
 		runtime.Gosched()

@@ -158,7 +158,8 @@ type Generator struct {
 	mono        func() time.Duration        // Config.Monotonic; nil: read now on every call
 	wall        atomic.Pointer[wallReading] // with mono: the last reading of now
 	sleep       func(time.Duration)
-	precise     bool // the machine's clocks and no Sleep given: short waits are precise (waitHeld)
+	precise     bool        // the machine's clocks and no Sleep given: waits are precise (wait)
+	waiting     atomic.Bool // a precise wait is in progress
 	store       HighWaterStore
 	epochMS     int64
 	unitMS      int64 // one tick in ms
@@ -524,25 +525,9 @@ func (g *Generator) issueGen(dst []int64, n int, gene int64) (_ []int64, switche
 			// until the moment it reaches tick t less the borrow and no
 			// longer (whole ticks from a reading inside one wait up to a
 			// tick too long; this is to the nanosecond).
-			d := time.Duration((t-g.borrowTicks)*g.unitMS)*time.Millisecond - g.sinceEpoch()
-			if g.precise && d <= heldWait {
-				// The last of a wait on the machine's clock: held, so
-				// that the callers behind it queue on the lock rather
-				// than each waking on its own.
-				g.waitHeld(d)
-				wall, wallMS = g.wallMS()
-				fresh = false
-				leaseMS = g.leaseEnd.Load()
-				lease = g.leaseTicks(leaseMS)
-				g.tick(wall)
-				continue
-			}
-			if g.precise {
-				d -= heldWait // sleep until the last of it is left, then wait held
-			}
 			g.mu.Unlock()
-			if d > 0 {
-				g.sleep(d)
+			if d := time.Duration((t-g.borrowTicks)*g.unitMS)*time.Millisecond - g.sinceEpoch(); d > 0 {
+				g.wait(d)
 			}
 			wall, wallMS = g.wallMS()
 			fresh = false
@@ -588,23 +573,26 @@ func (g *Generator) issueGen(dst []int64, n int, gene int64) (_ []int64, switche
 	return dst, switches, nil
 }
 
-// heldWait is the longest wait waitHeld does (longer ones sleep first
-// with the lock released), and spinWait how much of it waitHeld spins
-// through rather than sleeps.
-const (
-	heldWait = 2 * time.Millisecond
-	spinWait = 200 * time.Microsecond
-)
+// spinWait is how much of a precise wait is spun through rather than slept.
+const spinWait = 200 * time.Microsecond
 
-// waitHeld waits d on the monotonic clock, with g.mu held (d <= heldWait):
-// it sleeps in the kernel for all but the last spinWait of it and spins
-// through that, yielding to other goroutines. time.Sleep would not do: Go's
-// timers wake through the netpoller, whose epoll_wait counts whole
-// milliseconds, so a wait below a millisecond lasts a millisecond or
-// more, and the layout's ceiling (2^seq-bits IDs per tick) is lost with
-// every tick that runs out (bench/RESULTS.md, "The engine"). nanosleep
-// oversleeps by tens of microseconds, which the spin takes up.
-func (g *Generator) waitHeld(d time.Duration) {
+// wait waits d for the clock, with g.mu released: g.sleep, except on the
+// machine's clocks (precise), where the one caller waiting at a time
+// sleeps in the kernel for all but the last spinWait of it and spins
+// through that on the monotonic clock, yielding to other goroutines; the
+// others sleep with time.Sleep meanwhile, so that a saturated node with
+// many clients spins on one goroutine at most. time.Sleep alone would not
+// do: Go's timers wake through the netpoller, whose epoll_wait counts
+// whole milliseconds, so a wait below a millisecond lasts a millisecond or
+// more, and part of the next tick's 2^seq-bits IDs is lost with every tick
+// that runs out (bench/RESULTS.md, "The engine"). nanosleep oversleeps by
+// tens of microseconds, which the spin takes up.
+func (g *Generator) wait(d time.Duration) {
+	if !g.precise || !g.waiting.CompareAndSwap(false, true) {
+		g.sleep(d)
+		return
+	}
+	defer g.waiting.Store(false)
 	end := g.mono() + d
 	if s := d - spinWait; s > 0 {
 		kernelSleep(s)

@@ -113,7 +113,7 @@ func TestMonotonicNeverCarriesAReadingPastItsMillisecond(t *testing.T) {
 }
 
 // TestSaturationOnTheMachinesClocks: the layout's ceiling on the machine's
-// clocks, with the precise wait (waitHeld) and no borrowing: IDs strictly
+// clocks, with the precise wait (Generator.wait) and no borrowing: IDs strictly
 // increase in each goroutine and never repeat, no millisecond carries more
 // than 4096, and no ID's time is ahead of the wall clock once it is out.
 func TestSaturationOnTheMachinesClocks(t *testing.T) {

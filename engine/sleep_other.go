@@ -5,6 +5,6 @@ package engine
 import "time"
 
 // kernelSleep is time.Sleep where package syscall has no nanosleep: it
-// may oversleep by up to a millisecond, which waitHeld's spin cannot
+// may oversleep by up to a millisecond, which wait's spin cannot
 // make up.
 func kernelSleep(d time.Duration) { time.Sleep(d) }

@@ -22,6 +22,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -98,12 +99,14 @@ func serveNet(port int) error {
 	}
 }
 
-// serveRaw is serveNet with one read per readiness event: the loop runs
-// inside one syscall.RawConn.Read, whose callback reads the socket itself
-// and, after a read shorter than the buffer (the socket is drained), waits
-// on Go's netpoller for the next edge instead of reading again to find
-// EAGAIN. An edge that comes while the callback works is kept by the
-// poller, so the wait then returns at once.
+// serveRaw is serveNet with one read per readiness event, idserver's raw
+// loop (resp/conn_linux.go): the loop runs inside one syscall.RawConn.Read,
+// whose callback reads the socket itself and, after a read shorter than the
+// buffer (the socket is drained), waits on Go's netpoller for the next edge
+// instead of reading again to find EAGAIN. An edge that comes while the
+// callback works is kept by the poller, so the wait then returns at once.
+// Reads and writes are raw system calls (the socket never blocks), which do
+// not wake the runtime's sysmon thread.
 func serveRaw(port int) error {
 	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 	if err != nil {
@@ -125,7 +128,7 @@ func serveRaw(port int) error {
 			var ctr int64
 			rc.Read(func(fd uintptr) bool {
 				for {
-					n, err := unix.Read(int(fd), in)
+					n, err := rawSys(unix.SYS_READ, int(fd), in)
 					if err == unix.EAGAIN {
 						return false
 					}
@@ -134,7 +137,7 @@ func serveRaw(port int) error {
 					}
 					out = reply(out[:0], frames(in[:n]), &ctr)
 					for len(out) > 0 {
-						w, err := unix.Write(int(fd), out)
+						w, err := rawSys(unix.SYS_WRITE, int(fd), out)
 						if err != nil && err != unix.EAGAIN {
 							return true
 						}
@@ -149,6 +152,15 @@ func serveRaw(port int) error {
 			})
 		}()
 	}
+}
+
+// rawSys is read(2) or write(2) without telling the scheduler.
+func rawSys(trap uintptr, fd int, b []byte) (int, error) {
+	n, _, errno := unix.RawSyscall(trap, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(n), nil
 }
 
 func serveEpoll(port int) error {

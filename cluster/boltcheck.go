@@ -254,6 +254,10 @@ func checkBoltFile(path string) (err error) {
 	if err != nil {
 		return err
 	}
+	if st, err := f.Stat(); err == nil && st.Size() == 0 {
+		f.Close()
+		return nil // created and never written: no Raft state (checkRaftFile decides if one was due)
+	}
 	err = walkBolt(f)
 	f.Close()
 	if err != nil {

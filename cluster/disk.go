@@ -54,15 +54,18 @@ func checkRaftFile(cfg Config, f *fsm) error {
 		return fmt.Errorf("%w: %s is damaged (%v): this node's Raft log and vote cannot be read; %s",
 			persist.ErrDamaged, path, err, remedyLost(cfg.NodeID))
 	}
-	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+	what := "missing"
+	if st, err := os.Stat(path); err == nil && st.Size() == 0 {
+		what = "empty (0 bytes)"
+	} else if !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	member, err := pebbleMember(cfg.Store, f)
 	if err != nil || member == "" {
 		return err
 	}
-	return fmt.Errorf("%w: %s is missing, but %s says node %s was a member (%s): its Raft log and vote are lost; %s",
-		persist.ErrDamaged, path, filepath.Join(cfg.Dir, "pebble"), cfg.NodeID, member, remedyLost(cfg.NodeID))
+	return fmt.Errorf("%w: %s is %s, but %s says node %s was a member (%s): its Raft log and vote are lost; %s",
+		persist.ErrDamaged, path, what, filepath.Join(cfg.Dir, "pebble"), cfg.NodeID, member, remedyLost(cfg.NodeID))
 }
 
 // checkRaftState compares the Raft state with the Pebble state and

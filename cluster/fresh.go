@@ -20,12 +20,6 @@ import (
 	"idserver/persist"
 )
 
-// entryFresh: node ID, the worker it issued on, now ms, lease ms: the node
-// takes a fresh worker ID whose previous lease ended below now, and
-// retires the one it holds. (14: entry types 11 to 13 are left to the
-// branches that add entries at the same time.)
-const entryFresh byte = 14
-
 // FreshWorker asks the cluster for a fresh worker ID for this node, which
 // issues on from: one whose previous lease ended below this node's clock.
 // It returns the worker ID, the ID time to start above (its previous

@@ -1,9 +1,7 @@
 package cluster
 
 import (
-	"bytes"
 	"errors"
-	"io"
 	"reflect"
 	"testing"
 )
@@ -94,16 +92,8 @@ func TestFSMFreshWorker(t *testing.T) {
 	}
 
 	// A snapshot keeps the retired workers.
-	snap, err := f.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sink := &memSink{}
-	if err := snap.Persist(sink); err != nil {
-		t.Fatal(err)
-	}
 	h, _ := newFSM(openStore(t), 3)
-	if err := h.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+	if err := h.Restore(snapshotOf(t, f)); err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(h.retired("a"), f.retired("a")) || h.lease("a") != f.lease("a") {

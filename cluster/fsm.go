@@ -39,6 +39,11 @@ const (
 	// entryPublicKey: key: the cluster's public-ID key (engine.PublicIDs),
 	// made by the leader that proposes it; the first to commit stays.
 	entryPublicKey byte = 11
+	// 12 and 13 were never used (left to branches that added entries at once).
+	// entryFresh: node ID, the worker it issued on, now ms, lease ms: the
+	// node takes a fresh worker ID whose previous lease ended below now, and
+	// retires the one it holds (fresh.go).
+	entryFresh byte = 14
 )
 
 // Keys of the state machine in Pebble. fsmPrefix keys are replaced whole

@@ -122,17 +122,9 @@ func TestFSMSurvivesReopenAndSnapshotRestore(t *testing.T) {
 		t.Fatalf("after reopen: %d %v applied %d", v, ok, g.applied())
 	}
 	// Snapshot into another store and restore.
-	snap, err := f.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sink := &memSink{}
-	if err := snap.Persist(sink); err != nil {
-		t.Fatal(err)
-	}
 	h, _ := newFSM(openStore(t), 1023)
 	applyEntry(t, h, 1, newEntry(entryAlloc).uvarint(1).string("stale").varint(5))
-	if err := h.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+	if err := h.Restore(snapshotOf(t, f)); err != nil {
 		t.Fatal(err)
 	}
 	if v, _ := h.tag("orders"); v != 1000 || h.size() != 1 || h.applied() != 2 {
@@ -155,6 +147,20 @@ func TestFSMPanicsOnMalformedEntries(t *testing.T) {
 			f.Apply(&raft.Log{Index: uint64(i + 1), Type: raft.LogCommand, Data: data})
 		}()
 	}
+}
+
+// snapshotOf is f's snapshot as Raft would hand it to Restore.
+func snapshotOf(t *testing.T, f *fsm) io.ReadCloser {
+	t.Helper()
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &memSink{}
+	if err := snap.Persist(sink); err != nil {
+		t.Fatal(err)
+	}
+	return io.NopCloser(bytes.NewReader(sink.Bytes()))
 }
 
 type memSink struct{ bytes.Buffer }

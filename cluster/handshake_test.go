@@ -19,28 +19,11 @@ import (
 	"github.com/hashicorp/raft"
 
 	"idserver/engine"
+	"idserver/internal/testproc"
 )
 
-// syncBuffer is a log the test reads while the node writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // waitLog polls until the log holds every one of want.
-func waitLog(t *testing.T, log *syncBuffer, want ...string) {
+func waitLog(t *testing.T, log *testproc.Buffer, want ...string) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		text, missing := log.String(), ""
@@ -89,13 +72,13 @@ func (n *recordingNet) Dial(addr string, timeout time.Duration) (net.Conn, error
 
 // acceptorMux serves a mux on loopback keyed by secret, in cluster "c1";
 // node-to-node streams it takes answer "ok" and close.
-func acceptorMux(t *testing.T, secret string) (*mux, *syncBuffer, chan string) {
+func acceptorMux(t *testing.T, secret string) (*mux, *testproc.Buffer, chan string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := &syncBuffer{}
+	log := &testproc.Buffer{}
 	refusedCluster := make(chan string, 10)
 	m := &mux{net: tcpNetwork{Listener: ln}, addr: ln.Addr(), secret: []byte(secret),
 		log: slog.New(slog.NewTextHandler(log, nil)), clusterID: func() string { return "c1" },
@@ -250,7 +233,7 @@ func TestHandshake(t *testing.T) {
 // were. The same forgery with the secret is taken (the term jumps): the
 // secret, not the cluster ID, is what keeps it out.
 func TestForgedRaftRPCsNeedTheSecret(t *testing.T) {
-	log := &syncBuffer{}
+	log := &testproc.Buffer{}
 	store := openStore(t)
 	c, err := Open(Config{NodeID: "n1", Dir: t.TempDir(), RaftBind: "127.0.0.1:0", Secret: "pw",
 		Layout: engine.DefaultLayout(), Store: store, Logger: slog.New(slog.NewTextHandler(log, nil))})
@@ -320,7 +303,7 @@ func TestForgedRaftRPCsNeedTheSecret(t *testing.T) {
 // first ten are logged, then the 100th and the 200th, each with the count;
 // a minute after the last line, the next one is logged again.
 func TestRefusalLogIsBounded(t *testing.T) {
-	log := &syncBuffer{}
+	log := &testproc.Buffer{}
 	m := &mux{log: slog.New(slog.NewTextHandler(log, nil)), closed: make(chan struct{})}
 	for i := 0; i < 250; i++ {
 		m.logRefusal(unprovedMsg, "127.0.0.1:9", errors.New("wrong proof"))

@@ -1,7 +1,6 @@
 package cluster_test
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -13,26 +12,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"idserver/internal/testproc"
 	idnode "idserver/node"
 )
-
-// syncBuffer is a log the nodes write to concurrently.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // cutOnRaft cuts its node off when the first Raft stream reaches it: a
 // joiner that dies (to its peers) just as the leader starts to replicate to
@@ -92,7 +74,7 @@ func (s *cutOnRaft) Accept() (net.Conn, error) {
 // voters still commit; once it is back and caught up it is promoted, and
 // then it counts: with it, two of the three voters left carry on.
 func TestJoinerCutOffMidJoinKeepsTheQuorum(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testproc.Buffer{}
 	withLog := func(c *idnode.Config) { c.Logger = slog.New(slog.NewTextHandler(logs, nil)) }
 	n1, err := openNode(t, "n1", t.TempDir(), nil, withLog)
 	if err != nil {

@@ -348,8 +348,8 @@ const leaseSkew = time.Second
 // hand out values has stopped: it confirmed its removal to this leader, or
 // its lease has ended (a removed node that still runs, cut off, stops at
 // its lease end: IDs, and buffered segment values too). A SET calls it
-// before its fence: values the removed node buffered cannot come out after
-// the SET. It waits at most as long as ctx allows; past that it is
+// first, before it asks the members what they issued and fences them:
+// values the removed node buffered cannot come out after the SET. It waits at most as long as ctx allows; past that it is
 // ErrUnconfirmed, naming the node and when its lease ends.
 func (c *Cluster) waitDeparted(ctx context.Context) error {
 	for node, endMS := range c.fsm.departedLeases() {

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"bytes"
-	"io"
 	"testing"
 
 	"idserver/engine"
@@ -35,17 +34,9 @@ func TestFSMPublicKeyIsSetOnceAndSurvives(t *testing.T) {
 	if !bytes.Equal(g.publicKey(), k1) {
 		t.Fatalf("after reopen: key %x", g.publicKey())
 	}
-	snap, err := f.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sink := &memSink{}
-	if err := snap.Persist(sink); err != nil {
-		t.Fatal(err)
-	}
 	h, _ := newFSM(openStore(t), 1023)
 	applyEntry(t, h, 1, newEntry(entryPublicKey).string(string(k2)))
-	if err := h.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+	if err := h.Restore(snapshotOf(t, f)); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(h.publicKey(), k1) {

@@ -242,6 +242,57 @@ func TestSetWithAMemberCutOff(t *testing.T) {
 	}
 }
 
+// TestSetRefusedAfterWaitingForARemovedMemberDropsNothing: a SET that
+// waits for a member removed while cut off (until its lease has ended),
+// and meanwhile fell below what another member issued, is refused with
+// nothing dropped: that member's buffer is whole after it. (A SET that
+// asked what was issued before its wait was refused only after its fence
+// had dropped every member's buffer: the rolling replacement test saw
+// such SETs, refused after 2-3 s of waiting, empty every pod's buffer.)
+func TestSetRefusedAfterWaitingForARemovedMemberDropsNothing(t *testing.T) {
+	nodes := startLeased(t, 3)
+	ctx := context.Background()
+	l := leader(t, nodes)
+	lone := follower(t, nodes, l)
+	var busy *node
+	for _, n := range nodes {
+		if n != l && n != lone {
+			busy = n
+		}
+	}
+	first, err := busy.rdb.Do(ctx, "INCR", "w").Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lone.stream.partition(true)
+	if err := l.rdb.Do(ctx, "CLUSTER", "FORGET", lone.id).Err(); err != nil {
+		t.Fatal(err)
+	}
+	v := first + 5
+	done := make(chan error, 1)
+	began := time.Now()
+	go func() { done <- l.rdb.Do(ctx, "SET", "w", v).Err() }()
+	time.Sleep(500 * time.Millisecond) // the SET waits for the removed member's lease (about 2.5 s)
+	last := first
+	for last <= v+5 {
+		if last, err = busy.rdb.Do(ctx, "INCR", "w").Int64(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = <-done
+	waited := time.Since(began)
+	if err == nil || !strings.Contains(err.Error(), "values never go back") {
+		t.Fatalf("SET w %d after %s issued %d: %v, want a refusal", v, busy.id, last, err)
+	}
+	if waited < time.Second {
+		t.Fatalf("the SET answered after %v: it did not wait for the removed member's 2s lease", waited)
+	}
+	if next, err := busy.rdb.Do(ctx, "INCR", "w").Int64(); err != nil || next != last+1 {
+		t.Fatalf("INCR on %s after the refused SET: %d %v, want %d (its buffer was dropped)", busy.id, next, err, last+1)
+	}
+	t.Logf("SET refused after waiting %v for the removed member, %s's buffer whole", waited.Round(time.Millisecond), busy.id)
+}
+
 // TestSetRacingLargeIncrByDoesNotDeadlock (item 6): SET on the leader races
 // INCRBY larger than the segment step on a follower for 20s; the follower's
 // state machine keeps applying, INFO answers, and it shuts down.

@@ -71,6 +71,15 @@ func (c *Cluster) setLocal(ctx context.Context, tag string, v int64, cond string
 	if err := c.caughtUp(); err != nil {
 		return 0, false, err
 	}
+	// A member removed lately may still run, cut off, with values in its
+	// buffers that no fence reaches: wait until it cannot hand them out.
+	// This comes before the members are asked what they issued: asked
+	// first, their answers would be as old as the wait (seconds, up to a
+	// lease), and a SET that fell below what they issued meanwhile would
+	// be refused only after the fence had dropped every buffer.
+	if err := c.waitDeparted(ctx); err != nil {
+		return 0, false, err
+	}
 	// A member out of reach would fail the fence, after every other member
 	// dropped its buffers: ask them all first, and fail with nothing dropped
 	// (a SET retried while a member is down then costs the others nothing).
@@ -83,11 +92,6 @@ func (c *Cluster) setLocal(ctx context.Context, tag string, v int64, cond string
 			mu.Unlock()
 		},
 		func(context.Context) (*response, error) { return c.issuedLocal(tag), nil }); err != nil {
-		return 0, false, err
-	}
-	// A member removed lately may still run, cut off, with values in its
-	// buffers that no fence reaches: wait until it cannot hand them out.
-	if err := c.waitDeparted(ctx); err != nil {
 		return 0, false, err
 	}
 	release, err := c.hold(ctx, tag)

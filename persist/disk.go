@@ -85,8 +85,16 @@ func unflushedLog(manifest string) (uint64, error) {
 	defer f.Close()
 	rr := record.NewReader(f, 0)
 	var need uint64
-	for {
+	for edits := 0; ; edits++ {
 		r, err := rr.Next()
+		if edits == 0 && (err == io.EOF || errors.Is(err, record.ErrInvalidChunk) || errors.Is(err, record.ErrZeroedChunk)) {
+			// Pebble writes a MANIFEST's first edit before it makes it current.
+			size := int64(-1)
+			if st, err := f.Stat(); err == nil {
+				size = st.Size()
+			}
+			return 0, fmt.Errorf("holds no readable version edit (%d bytes): the list of the database's files is lost", size)
+		}
 		if err == io.EOF || errors.Is(err, record.ErrInvalidChunk) || errors.Is(err, record.ErrZeroedChunk) {
 			break // a torn tail: Pebble ignores it the same way
 		}

@@ -44,10 +44,13 @@ func runBackup(args []string, getenv func(string) string, stdout, stderr io.Writ
 	pass := fs.String("requirepass", getenv("IDSERVER_REQUIREPASS"), "the node's --requirepass")
 	timeout := fs.Duration("timeout", time.Minute, "how long to wait for the node")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: idserver backup --from host:port [--requirepass P] DIR")
+		fmt.Fprintln(fs.Output(), "usage: idserver backup --from host:port [--requirepass P] DIR")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(rest); err != nil || dir == "" || fs.NArg() > 0 {
+	if code, done := parseSubcommand(fs, rest, stdout, stderr); done {
+		return code
+	}
+	if dir == "" || fs.NArg() > 0 {
 		fs.Usage()
 		return 2
 	}
@@ -120,11 +123,14 @@ func runRestore(args []string, getenv func(string) string, stdout, stderr io.Wri
 	again := fs.Bool("again", false, "restore a backup that was restored before, skipping past every earlier restore's values too "+
 		"(the node restored before must be stopped for good: two nodes restored from one backup share a worker ID)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: idserver restore BACKUP --dir NEWDIR [--skip N] [--skip-time D] [--again]\n"+
+		fmt.Fprintln(fs.Output(), "usage: idserver restore BACKUP --dir NEWDIR [--skip N] [--skip-time D] [--again]\n"+
 			"BACKUP is a directory written by idserver backup, or a copy of a data directory (cp -a, rsync, tar)")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(rest); err != nil || src == "" || *dir == "" || fs.NArg() > 0 {
+	if code, done := parseSubcommand(fs, rest, stdout, stderr); done {
+		return code
+	}
+	if src == "" || *dir == "" || fs.NArg() > 0 {
 		fs.Usage()
 		return 2
 	}
@@ -257,4 +263,25 @@ func envDuration(getenv func(string) string, name string, def time.Duration) tim
 		return d
 	}
 	return def
+}
+
+// parseSubcommand parses a subcommand's flags: --help prints the usage on
+// stdout and exits 0, a bad flag prints the error and the usage on stderr
+// and exits 2, each once.
+func parseSubcommand(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (code int, done bool) {
+	fs.SetOutput(io.Discard) // the flag package's own messages; printed below
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(stdout)
+		fs.Usage()
+		return 0, true
+	case err != nil:
+		fs.SetOutput(stderr)
+		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
+		fs.Usage()
+		return 2, true
+	}
+	fs.SetOutput(stderr)
+	return 0, false
 }

@@ -51,7 +51,7 @@ func startMembers(t *testing.T, n int) []*member {
 	return members
 }
 
-func clusterInfo(t *testing.T, rdb *redis.Client) map[string]string {
+func clusterInfo(t testing.TB, rdb *redis.Client) map[string]string {
 	t.Helper()
 	text, err := rdb.Do(context.Background(), "CLUSTER", "INFO").Text()
 	if err != nil {

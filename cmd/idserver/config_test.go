@@ -100,3 +100,23 @@ func TestHelpAndFlagErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestSubcommandHelpAndFlagErrors: backup and restore print their usage
+// once, on stdout for --help (exit 0), on stderr after a bad flag (exit 2).
+func TestSubcommandHelpAndFlagErrors(t *testing.T) {
+	noEnv := func(string) string { return "" }
+	for _, sub := range []string{"backup", "restore"} {
+		var stdout, stderr strings.Builder
+		if code := run([]string{sub, "--help"}, noEnv, &stdout, &stderr); code != 0 || stderr.Len() != 0 ||
+			strings.Count(stdout.String(), "usage: idserver "+sub) != 1 {
+			t.Errorf("%s --help: exit %d\nstdout:\n%s\nstderr:\n%s", sub, code, stdout.String(), stderr.String())
+		}
+		stdout.Reset()
+		stderr.Reset()
+		if code := run([]string{sub, "--nosuch"}, noEnv, &stdout, &stderr); code != 2 || stdout.Len() != 0 ||
+			!strings.HasPrefix(stderr.String(), "idserver "+sub+": flag provided but not defined: -nosuch\n") ||
+			strings.Count(stderr.String(), "usage: idserver "+sub) != 1 {
+			t.Errorf("%s --nosuch: exit %d\nstdout:\n%s\nstderr:\n%s", sub, code, stdout.String(), stderr.String())
+		}
+	}
+}

@@ -154,6 +154,41 @@ func TestDeletedRaftDBIsRefused(t *testing.T) {
 	}
 }
 
+// TestEmptyRaftDBIsRefused: raft.db truncated to 0 bytes under a member's
+// Pebble state is refused as lost, by name (it said "bad file descriptor":
+// bbolt tried to initialize the empty file it had opened read-only).
+func TestEmptyRaftDBIsRefused(t *testing.T) {
+	dir := crashedNode(t)
+	db := filepath.Join(dir, "raft", "raft.db")
+	if err := os.Truncate(db, 0); err != nil {
+		t.Fatal(err)
+	}
+	before := files(t, filepath.Join(dir, "raft"))
+	out := refusal(t, dir)
+	mustSay(t, out, db+" is empty (0 bytes)", "was a member", remedy, "CLUSTER FORGET")
+	unchanged(t, filepath.Join(dir, "raft"), before)
+}
+
+// TestEmptyManifestIsRefused: Pebble's current MANIFEST truncated to 0
+// bytes is refused by name (Pebble's own "malformed manifest" said neither
+// that the directory is damaged nor what to do).
+func TestEmptyManifestIsRefused(t *testing.T) {
+	dir := crashedNode(t)
+	manifests, _ := filepath.Glob(filepath.Join(dir, "pebble", "MANIFEST-*"))
+	if len(manifests) == 0 {
+		t.Fatal("no MANIFEST in the node's pebble/")
+	}
+	for _, m := range manifests {
+		if err := os.Truncate(m, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := files(t, dir)
+	out := refusal(t, dir)
+	mustSay(t, out, "data directory is damaged", "MANIFEST-", "holds no readable version edit (0 bytes)", remedy)
+	unchanged(t, dir, before)
+}
+
 // neverAdmitted makes the directory of a joiner whose join was refused
 // (another layout): Pebble with a node ID and no cluster identity, and an
 // empty Raft log.

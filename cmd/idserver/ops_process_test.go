@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,32 +22,14 @@ import (
 	"idserver/internal/testproc"
 )
 
-// lockedBuffer is a process's standard error, read while it runs.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // startUnready starts idserver with args on a port of its own without
 // waiting for it (a node that cannot join logs no "listening" line), and
 // returns its address and standard error. It is killed when the test ends.
-func startUnready(t *testing.T, args ...string) (string, *lockedBuffer) {
+func startUnready(t *testing.T, args ...string) (string, *testproc.Buffer) {
 	t.Helper()
 	port := strconv.Itoa(testproc.FreePort(t))
 	cmd := exec.Command(binary, append([]string{"--port", port, "--dir", t.TempDir()}, args...)...)
-	stderr := &lockedBuffer{}
+	stderr := &testproc.Buffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -114,7 +94,7 @@ func firstID(t *testing.T, dir string, args ...string) (time.Duration, *exec.Cmd
 	}
 	addr := "127.0.0.1:" + port
 	cmd := exec.Command(binary, append([]string{"--port", port, "--dir", dir}, args...)...)
-	stderr := &lockedBuffer{}
+	stderr := &testproc.Buffer{}
 	cmd.Stderr = stderr
 	began := time.Now()
 	if err := cmd.Start(); err != nil {
@@ -284,7 +264,7 @@ func TestRedisExporterScrape(t *testing.T) {
 	rdb.Do(ctx, "GET", "nosuch")
 	web := "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t))
 	cmd := exec.Command(exporter, "-redis.addr", "redis://"+p.Addr, "-web.listen-address", web)
-	out := &lockedBuffer{}
+	out := &testproc.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

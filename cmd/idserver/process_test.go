@@ -42,7 +42,7 @@ func TestMain(m *testing.M) {
 // proc is one idserver process of a test.
 type proc struct {
 	*testproc.Server
-	t *testing.T
+	t testing.TB
 }
 
 // startProc starts idserver on a free port with dir, waits until it answers
@@ -58,13 +58,13 @@ func startProc(t *testing.T, dir string, args ...string) *proc {
 
 // launch is startProc with env added to the environment, returning the
 // process (if it started) with the error when it did not become ready.
-func launch(t *testing.T, dir string, env []string, args ...string) (*proc, error) {
+func launch(t testing.TB, dir string, env []string, args ...string) (*proc, error) {
 	t.Helper()
 	return startConfig(t, testproc.Config{Binary: binary, Dir: dir, Args: args, Env: env})
 }
 
 // startConfig starts binary as cfg says, for the length of the test.
-func startConfig(t *testing.T, cfg testproc.Config) (*proc, error) {
+func startConfig(t testing.TB, cfg testproc.Config) (*proc, error) {
 	t.Helper()
 	s, err := testproc.Start(t, cfg)
 	if s == nil {

@@ -2,7 +2,6 @@ package testproc
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -41,8 +39,7 @@ type Server struct {
 
 	done chan struct{}
 	err  error // from Wait, once done is closed
-	mu   sync.Mutex
-	log  bytes.Buffer
+	log  Buffer
 }
 
 // listening is the server's log line, in text and JSON, that names the
@@ -89,9 +86,7 @@ func Launch(cfg Config) (*Server, error) {
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(nil, 1<<20)
 		for sc.Scan() {
-			s.mu.Lock()
-			s.log.WriteString(sc.Text() + "\n")
-			s.mu.Unlock()
+			s.log.Write([]byte(sc.Text() + "\n"))
 			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
 				select {
 				case found <- m[1] + m[2]:
@@ -140,11 +135,7 @@ func flagValue(args []string, name string) string {
 }
 
 // Log is what the server has written to its standard error so far.
-func (s *Server) Log() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.log.String()
-}
+func (s *Server) Log() string { return s.log.String() }
 
 // Done is closed once the process has exited.
 func (s *Server) Done() <-chan struct{} { return s.done }

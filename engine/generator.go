@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -80,8 +81,17 @@ func (e *LeaseError) Error() string {
 // Is makes errors.Is(err, ErrNoLease) true.
 func (e *LeaseError) Is(target error) bool { return target == ErrNoLease }
 
-// Clock reads the wall clock. Production passes time.Now; tests a fake.
+// Clock reads the wall clock. Production passes time.Now (or DEBUG
+// CLOCK's offset over it), with Config.Monotonic; tests a fake.
 type Clock func() time.Time
+
+// MonotonicClock returns the machine's monotonic clock as Config.Monotonic
+// wants it: the time since the call, as time.Since reads it (one vDSO read,
+// where time.Now makes two).
+func MonotonicClock() func() time.Duration {
+	start := time.Now()
+	return func() time.Duration { return time.Since(start) }
+}
 
 // HighWaterStore keeps the snowflake high-water mark: every ID the node has
 // ever let out has a time below it (the whole of its time unit), and so has
@@ -117,6 +127,16 @@ type Config struct {
 	// Rand is where UUIDv7s draws its random bits (crypto/rand.Reader when
 	// nil).
 	Rand io.Reader
+	// Monotonic, when set, is the machine's monotonic clock
+	// (MonotonicClock), and the clock passed to New is the machine's wall
+	// clock (or an offset of it): then the generator reads the wall clock
+	// at most once a millisecond, when the monotonic clock says the
+	// millisecond of its last reading has passed, and takes that
+	// millisecond from the reading in between. A step of the wall clock,
+	// back or forward, is seen at most a millisecond late
+	// (docs/guarantees.md, "The clock"). nil: the wall clock is read on
+	// every call, as tests that step a fake clock need.
+	Monotonic func() time.Duration
 }
 
 // Generator issues snowflake and gene IDs for one worker. It is safe for
@@ -135,7 +155,11 @@ type Config struct {
 type Generator struct {
 	layout      Layout
 	now         Clock
+	mono        func() time.Duration        // Config.Monotonic; nil: read now on every call
+	wall        atomic.Pointer[wallReading] // with mono: the last reading of now
 	sleep       func(time.Duration)
+	precise     bool        // the machine's clocks and no Sleep given: waits are precise (wait)
+	waiting     atomic.Bool // a precise wait is in progress
 	store       HighWaterStore
 	epochMS     int64
 	unitMS      int64 // one tick in ms
@@ -197,6 +221,7 @@ func New(cfg Config, now Clock, store HighWaterStore) (*Generator, error) {
 	g := &Generator{
 		layout:      l,
 		now:         now,
+		mono:        cfg.Monotonic,
 		sleep:       cfg.Sleep,
 		store:       store,
 		epochMS:     l.Epoch.UnixMilli(),
@@ -217,6 +242,7 @@ func New(cfg Config, now Clock, store HighWaterStore) (*Generator, error) {
 	}
 	if g.sleep == nil {
 		g.sleep = time.Sleep
+		g.precise = g.mono != nil
 	}
 	hwMS, err := store.HighWater()
 	if err != nil {
@@ -337,10 +363,53 @@ func (g *Generator) leaseError(endMS, t int64) *LeaseError {
 // Layout returns the generator's layout.
 func (g *Generator) Layout() Layout { return g.layout }
 
+// wallReading is a reading of the wall clock (Generator.wall): the
+// millisecond it read and the same to the nanosecond, since the epoch; the
+// monotonic clock just before it; and the monotonic clock's reading at or
+// before which that millisecond ends.
+type wallReading struct {
+	ms, ns      int64
+	mono, until time.Duration
+}
+
 // wallMS reads the clock: the tick it is in and the ms since the epoch.
+// With a monotonic clock, it reads the wall clock only once the monotonic
+// clock has passed the end of the last reading's millisecond.
 func (g *Generator) wallMS() (tick, ms int64) {
-	ms = g.now().UnixMilli() - g.epochMS
-	return floorDiv(ms, g.unitMS), ms
+	if g.mono == nil {
+		ms = g.now().UnixMilli() - g.epochMS
+		return g.ticks(ms), ms
+	}
+	r, _ := g.reading()
+	return g.ticks(r.ms), r.ms
+}
+
+// reading is the wall clock's reading in force (with a monotonic clock),
+// read again if its millisecond is over, and the monotonic clock now.
+func (g *Generator) reading() (*wallReading, time.Duration) {
+	m := g.mono()
+	r := g.wall.Load()
+	if r == nil || m >= r.until {
+		// The monotonic clock is read before the wall clock, so that until
+		// falls at or before the true end of the millisecond, however
+		// long this goroutine is held up between the two reads.
+		at := g.now()
+		ns := at.UnixNano() - g.epochMS*int64(time.Millisecond)
+		r = &wallReading{ms: floorDiv(ns, int64(time.Millisecond)), ns: ns, mono: m}
+		r.until = m + time.Duration((r.ms+1)*int64(time.Millisecond)-ns)
+		g.wall.Store(r)
+	}
+	return r, m
+}
+
+// ticks is the tick the millisecond ms (since the epoch) lies in. In
+// milliseconds, the default, it is ms itself: a 64-bit division costs
+// about as much as the rest of an ID.
+func (g *Generator) ticks(ms int64) int64 {
+	if g.unitMS == 1 {
+		return ms
+	}
+	return floorDiv(ms, g.unitMS)
 }
 
 // floorDiv and ceilDiv divide rounding down and up (b > 0).
@@ -355,16 +424,25 @@ func floorDiv(a, b int64) int64 {
 func ceilDiv(a, b int64) int64 { return -floorDiv(-a, b) }
 
 // leaseTicks is the first tick a lease ending at endMS does not cover.
-func (g *Generator) leaseTicks(endMS int64) int64 { return floorDiv(endMS, g.unitMS) }
+func (g *Generator) leaseTicks(endMS int64) int64 { return g.ticks(endMS) }
 
 // sinceEpoch is the wall clock since the layout's epoch, to the nanosecond.
+// With a monotonic clock it is the reading in force carried on by the
+// monotonic clock, so that it agrees with wallMS: a wait computed from it
+// never outlasts the millisecond wallMS reports, and a step back that
+// wallMS has not seen yet cannot turn into a wait as long as the step.
 func (g *Generator) sinceEpoch() time.Duration {
-	return time.Duration(g.now().UnixNano() - g.epochMS*int64(time.Millisecond))
+	if g.mono == nil {
+		return time.Duration(g.now().UnixNano() - g.epochMS*int64(time.Millisecond))
+	}
+	r, m := g.reading()
+	return time.Duration(r.ns) + m - r.mono
 }
 
 // NextID issues one ID, choosing the gene itself in turn.
 func (g *Generator) NextID() (int64, error) {
-	ids, err := g.NextIDs(make([]int64, 0, 1), 1)
+	var buf [1]int64
+	ids, _, err := g.issueGen(buf[:0], 1, -1)
 	if err != nil {
 		return 0, err
 	}
@@ -449,7 +527,7 @@ func (g *Generator) issueGen(dst []int64, n int, gene int64) (_ []int64, switche
 			// tick too long; this is to the nanosecond).
 			g.mu.Unlock()
 			if d := time.Duration((t-g.borrowTicks)*g.unitMS)*time.Millisecond - g.sinceEpoch(); d > 0 {
-				g.sleep(d)
+				g.wait(d)
 			}
 			wall, wallMS = g.wallMS()
 			fresh = false
@@ -493,6 +571,35 @@ func (g *Generator) issueGen(dst []int64, n int, gene int64) (_ []int64, switche
 		}
 	}
 	return dst, switches, nil
+}
+
+// spinWait is how much of a precise wait is spun through rather than slept.
+const spinWait = 200 * time.Microsecond
+
+// wait waits d for the clock, with g.mu released: g.sleep, except on the
+// machine's clocks (precise), where the one caller waiting at a time
+// sleeps in the kernel for all but the last spinWait of it and spins
+// through that on the monotonic clock, yielding to other goroutines; the
+// others sleep with time.Sleep meanwhile, so that a saturated node with
+// many clients spins on one goroutine at most. time.Sleep alone would not
+// do: Go's timers wake through the netpoller, whose epoll_wait counts
+// whole milliseconds, so a wait below a millisecond lasts a millisecond or
+// more, and part of the next tick's 2^seq-bits IDs is lost with every tick
+// that runs out (bench/RESULTS.md, "The engine"). nanosleep oversleeps by
+// tens of microseconds, which the spin takes up.
+func (g *Generator) wait(d time.Duration) {
+	if !g.precise || !g.waiting.CompareAndSwap(false, true) {
+		g.sleep(d)
+		return
+	}
+	defer g.waiting.Store(false)
+	end := g.mono() + d
+	if s := d - spinWait; s > 0 {
+		kernelSleep(s)
+	}
+	for g.mono() < end {
+		runtime.Gosched()
+	}
 }
 
 // UUIDv7s appends n RFC 9562 UUIDv7s to dst, each greater than every one

@@ -58,7 +58,10 @@ type Config struct {
 	// client certificate against TLSServer.ClientCAs (mutual TLS): only
 	// nodes reach it. RESP requires none.
 	TLSServer, TLSClient *tls.Config
-	// Now is the wall clock the generator and leases read (time.Now when nil).
+	// Now is the wall clock the generator and leases read (time.Now when
+	// nil): the machine's clock, or an offset of it (DEBUG CLOCK). The
+	// generator reads it at most once a millisecond (engine.Config.Monotonic),
+	// so a fake clock that a test steps would show its steps late.
 	Now func() time.Time
 	// Debug, when set, lets DEBUG CLOCK step Now (--enable-debug-command).
 	Debug resp.DebugClock
@@ -310,6 +313,10 @@ func Open(cfg Config) (_ *Node, err error) {
 	if n.Gen, err = engine.New(engine.Config{
 		Layout: cfg.Layout, Worker: worker, Window: cfg.Window, MaxBorrow: cfg.MaxBorrow,
 		StartAboveMS: startAbove, LeaseEndMS: lease,
+		// cfg.Now is the machine's clock or DEBUG CLOCK's offset over it:
+		// the generator reads it once a millisecond, the monotonic clock
+		// on every call.
+		Monotonic: engine.MonotonicClock(),
 	}, cfg.Now, n.Store); err != nil {
 		return nil, err
 	}

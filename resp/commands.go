@@ -166,6 +166,25 @@ func (s *Server) optionalCount(conn redcon.Conn, name string, args [][]byte) (in
 	return 0, false
 }
 
+// buyerAndCount parses GENEID's arguments, buyer [count]: the buyer's
+// gene and the count (1 when absent); ok false means an error was written.
+func (s *Server) buyerAndCount(conn redcon.Conn, name string, args [][]byte) (gene uint32, n int, ok bool) {
+	if len(args) > 3 {
+		s.errorReply(conn, wrongArity(name))
+		return 0, 0, false
+	}
+	if !s.validKey(conn, "buyer", args[1]) {
+		return 0, 0, false
+	}
+	n = 1
+	if len(args) == 3 {
+		if n, ok = s.parseCount(conn, args[2]); !ok {
+			return 0, 0, false
+		}
+	}
+	return s.ids.Layout().Gene(args[1]), n, true
+}
+
 // validKey checks a buyer's length; ok false means an error was written.
 func (s *Server) validKey(conn redcon.Conn, what string, key []byte) bool {
 	if len(key) == 0 || len(key) > MaxKeyLen {
@@ -206,21 +225,11 @@ func cmdNextID(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 }
 
 func cmdGeneID(s *Server, c *client, conn redcon.Conn, args [][]byte) {
-	if len(args) > 3 {
-		s.errorReply(conn, wrongArity("geneid"))
+	gene, n, ok := s.buyerAndCount(conn, "geneid", args)
+	if !ok {
 		return
 	}
-	if !s.validKey(conn, "buyer", args[1]) {
-		return
-	}
-	n := 1
-	if len(args) == 3 {
-		var ok bool
-		if n, ok = s.parseCount(conn, args[2]); !ok {
-			return
-		}
-	}
-	ids, err := s.ids.GeneIDs(c.ids[:0], s.ids.Layout().Gene(args[1]), n)
+	ids, err := s.ids.GeneIDs(c.ids[:0], gene, n)
 	c.ids = ids[:0]
 	if err != nil {
 		s.engineError(conn, err)

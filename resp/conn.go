@@ -5,6 +5,8 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/tidwall/redcon"
@@ -60,6 +62,14 @@ type connection struct {
 	err      error         // the first write error; nothing is written after it
 	closed   bool          // Close was called: answer nothing more
 	written  int64         // bytes written and not yet added to the server's total_net_output_bytes
+
+	// A plain TCP connection is served by the raw loop (conn_linux.go):
+	// rc is its socket, fd its descriptor while held says the loop holds
+	// it, and killed says Server.Close ended it.
+	rc     syscall.RawConn
+	fd     int
+	held   bool
+	killed atomic.Bool
 }
 
 var _ redcon.Conn = (*connection)(nil)
@@ -75,6 +85,22 @@ func (cn *connection) write() error {
 		cn.out = cn.out[:0]
 		return cn.err
 	}
+	out := cn.out
+	if cn.held {
+		// The raw loop holds the descriptor: a write the socket takes
+		// whole needs neither the deadline nor its clock read; the rest
+		// of one it does not take waits below, under the deadline.
+		n, err := rawWrite(cn.fd, out)
+		cn.written += int64(n)
+		out = out[n:]
+		if err != nil {
+			cn.err = err
+		}
+		if len(out) == 0 || cn.err != nil {
+			cn.out = cn.out[:0]
+			return cn.err
+		}
+	}
 	// The deadline moves only when less than the timeout is left, to twice
 	// the timeout ahead: every write has between the timeout and twice it,
 	// and most writes cost a clock read instead of a SetWriteDeadline.
@@ -82,7 +108,7 @@ func (cn *connection) write() error {
 		cn.deadline = now.Add(2 * cn.timeout)
 		cn.nc.SetWriteDeadline(cn.deadline)
 	}
-	n, err := cn.nc.Write(cn.out)
+	n, err := cn.nc.Write(out)
 	cn.written += int64(n)
 	if err != nil {
 		cn.err = err
@@ -119,7 +145,26 @@ func (cn *connection) Close() error {
 	}
 	cn.flush()
 	cn.closed = true
+	if cn.held {
+		// Inside the raw loop, which holds the socket: serveConn closes
+		// it once the loop lets go (a Close here would wait for that).
+		return nil
+	}
 	return cn.nc.Close()
+}
+
+// kill ends the connection from another goroutine (Server.Close). A
+// connection in the raw loop is shut down rather than closed: closing waits
+// for the loop to let the socket go, which a command that waits (an INCR
+// for a refill) can take seconds to do; the shutdown wakes the loop, whose
+// next read sees the end, and serveConn closes the socket.
+func (cn *connection) kill() {
+	cn.killed.Store(true)
+	if cn.rc == nil {
+		cn.nc.Close()
+		return
+	}
+	cn.rc.Control(func(fd uintptr) { syscall.Shutdown(int(fd), syscall.SHUT_RDWR) })
 }
 
 // RemoteAddr is the client's address, as CLIENT LIST shows it.
@@ -173,6 +218,8 @@ func (cn *connection) PeekPipeline() []redcon.Command { return nil }
 
 // serveConn runs a connection until it closes: read, answer every complete
 // frame, write once (and on the way whenever the replies reach the limit).
+// A plain TCP connection reads in the raw loop (rawLoop: one read per
+// readiness event); any other net.Conn (TLS) with Read.
 func (s *Server) serveConn(c *client, cn *connection) {
 	defer func() {
 		cn.nc.Close()
@@ -181,53 +228,82 @@ func (s *Server) serveConn(c *client, cn *connection) {
 		delete(s.clients, c)
 		s.mu.Unlock()
 	}()
-	p := frameParser{lim: s.cfg.Limits}
-	buf := make([]byte, readBufferSize)
-	start, end := 0, 0 // buf[start:end] is read and not yet parsed
-	for {
-		if end == len(buf) {
-			if start > 0 {
-				end = copy(buf, buf[start:end])
-				start = 0
-			} else {
-				// One frame fills the buffer: the guard has bounded its
-				// lengths, so it grows at most to the largest frame allowed.
-				grown := make([]byte, 2*len(buf))
-				copy(grown, buf)
-				buf = grown
-			}
-		}
-		n, readErr := cn.nc.Read(buf[end:])
-		end += n
-		s.stats.netInput.Add(int64(n)) // one add per read, not per command
-		for start < end && !cn.closed && cn.err == nil {
-			args, used, refused := p.parse(buf[start:end], !c.authed)
-			if refused != nil {
-				s.refuseFrame(cn, refused)
-				return
-			}
-			if used == 0 {
-				break // an incomplete frame: read more
-			}
-			frame := buf[start : start+used]
-			start += used
-			if args != nil {
-				start += s.handle(c, cn, &p, args, frame, buf[start:end])
-			}
-		}
-		if cn.closed || cn.flush() != nil || readErr != nil {
-			s.slowClient(cn)
-			return
-		}
-		s.stats.netOutput.Add(cn.written)
-		cn.written = 0
-		if start == end {
-			start, end = 0, 0
-			if len(buf) > keptBufferSize {
-				buf = make([]byte, readBufferSize)
-			}
+	l := loop{s: s, c: c, cn: cn, p: frameParser{lim: s.cfg.Limits}, buf: make([]byte, readBufferSize)}
+	if cn.rc != nil {
+		l.rawLoop()
+	} else {
+		for l.answer(cn.nc.Read(l.room())) {
 		}
 	}
+	if l.refused != nil {
+		s.refuseFrame(cn, l.refused)
+		return
+	}
+	s.slowClient(cn)
+}
+
+// loop is a connection's read side: the read buffer and the parser.
+type loop struct {
+	s          *Server
+	c          *client
+	cn         *connection
+	p          frameParser
+	buf        []byte
+	start, end int          // buf[start:end] is read and not yet parsed
+	refused    *errProtocol // the frame that ended the connection
+}
+
+// room is where the next read goes: after what is still unparsed, moved to
+// the front of the buffer when the buffer is full.
+func (l *loop) room() []byte {
+	if l.end == len(l.buf) {
+		if l.start > 0 {
+			l.end = copy(l.buf, l.buf[l.start:l.end])
+			l.start = 0
+		} else {
+			// One frame fills the buffer: the guard has bounded its
+			// lengths, so it grows at most to the largest frame allowed.
+			grown := make([]byte, 2*len(l.buf))
+			copy(grown, l.buf)
+			l.buf = grown
+		}
+	}
+	return l.buf[l.end:]
+}
+
+// answer takes a read of n bytes into room: it answers every complete frame
+// and writes the replies. It reports whether the connection goes on.
+func (l *loop) answer(n int, readErr error) bool {
+	s, c, cn := l.s, l.c, l.cn
+	l.end += n
+	s.stats.netInput.Add(int64(n)) // one add per read, not per command
+	for l.start < l.end && !cn.closed && cn.err == nil {
+		args, used, refused := l.p.parse(l.buf[l.start:l.end], !c.authed)
+		if refused != nil {
+			l.refused = refused
+			return false
+		}
+		if used == 0 {
+			break // an incomplete frame: read more
+		}
+		frame := l.buf[l.start : l.start+used]
+		l.start += used
+		if args != nil {
+			l.start += s.handle(c, cn, &l.p, args, frame, l.buf[l.start:l.end])
+		}
+	}
+	if cn.closed || cn.flush() != nil || readErr != nil {
+		return false
+	}
+	s.stats.netOutput.Add(cn.written)
+	cn.written = 0
+	if l.start == l.end {
+		l.start, l.end = 0, 0
+		if len(l.buf) > keptBufferSize {
+			l.buf = make([]byte, readBufferSize)
+		}
+	}
+	return true
 }
 
 // slowClient counts and logs a connection closed because the client did

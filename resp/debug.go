@@ -18,9 +18,10 @@ type DebugClock interface {
 }
 
 // OffsetClock is a clock that reads its base clock plus an offset that can
-// be changed while the node runs. Its Now is what the engine is given when
-// --enable-debug-command is set; otherwise the engine reads time.Now
-// directly and pays nothing for the offset.
+// be changed while the node runs. Its Now is the wall clock the engine is
+// given when --enable-debug-command is set (read once a millisecond, as
+// the monotonic clock says: engine.Config.Monotonic); otherwise the engine
+// reads time.Now and pays nothing for the offset.
 type OffsetClock struct {
 	base   func() time.Time
 	offset atomic.Int64 // nanoseconds

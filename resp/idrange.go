@@ -38,8 +38,14 @@ func cmdNextIDRuns(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 		var ids []int64
 		ids, err = s.ids.NextIDs(c.ids[:0], n)
 		c.ids = ids[:0]
-		runs = appendRuns(nil, ids)
+		runs = appendStepRuns(nil, ids, 1)
 	}
+	s.writeRuns(c, conn, runs, n, err)
+}
+
+// writeRuns answers n IDs issued as runs, a flat array first1, last1,
+// first2, last2, ..., or the engine's error.
+func (s *Server) writeRuns(c *client, conn redcon.Conn, runs []engine.IDRun, n int, err error) {
 	if err != nil {
 		s.engineError(conn, err)
 		return
@@ -55,8 +61,6 @@ func cmdNextIDRuns(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	}
 }
 
-// appendRuns appends ids, increasing, to dst as runs of consecutive
-// integers.
 // geneRunIssuer is an IDSource that issues one gene's IDs as runs itself
 // (engine.Generator); other sources' IDs are cut into runs here.
 type geneRunIssuer interface {
@@ -90,36 +94,14 @@ func cmdGeneIDRuns(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 		c.ids = ids[:0]
 		runs = appendStepRuns(nil, ids, 1<<l.GeneBits)
 	}
-	if err != nil {
-		s.engineError(conn, err)
-		return
-	}
-	s.cmdStats[c.cmd].issued.Add(int64(n))
-	if s.clockBehind.Load() && s.clockBehind.CompareAndSwap(true, false) {
-		s.cfg.Logger.Info("clock caught up: issuing IDs again")
-	}
-	conn.WriteArray(2 * len(runs))
-	for _, r := range runs {
-		conn.WriteInt64(r.First)
-		conn.WriteInt64(r.Last)
-	}
+	s.writeRuns(c, conn, runs, n, err)
 }
 
-// appendStepRuns appends ids, increasing, to dst as runs of IDs step apart.
+// appendStepRuns appends ids, increasing, to dst as runs of IDs step apart
+// (1: consecutive integers, as NEXTID issues them within a millisecond).
 func appendStepRuns(dst []engine.IDRun, ids []int64, step int64) []engine.IDRun {
 	for i, id := range ids {
 		if i > 0 && ids[i-1]+step == id {
-			dst[len(dst)-1].Last = id
-		} else {
-			dst = append(dst, engine.IDRun{First: id, Last: id})
-		}
-	}
-	return dst
-}
-
-func appendRuns(dst []engine.IDRun, ids []int64) []engine.IDRun {
-	for i, id := range ids {
-		if i > 0 && ids[i-1]+1 == id {
 			dst[len(dst)-1].Last = id
 		} else {
 			dst = append(dst, engine.IDRun{First: id, Last: id})

@@ -27,7 +27,7 @@ func TestAppendRuns(t *testing.T) {
 		{[]int64{10, 11, 12, 40, 41, 99}, [][2]int64{{10, 12}, {40, 41}, {99, 99}}},
 	} {
 		var got [][2]int64
-		for _, r := range appendRuns(nil, tc.ids) {
+		for _, r := range appendStepRuns(nil, tc.ids, 1) {
 			got = append(got, [2]int64{r.First, r.Last})
 		}
 		if !slices.Equal(got, tc.runs) {

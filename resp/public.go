@@ -58,25 +58,15 @@ func cmdPublicID(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 // cmdPublicGeneID answers PUBLICGENEID buyer [count]: GENEID's reply, each
 // ID in public form with its gene bits kept, so it routes as the ID does.
 func cmdPublicGeneID(s *Server, c *client, conn redcon.Conn, args [][]byte) {
-	if len(args) > 3 {
-		s.errorReply(conn, wrongArity("publicgeneid"))
+	gene, n, ok := s.buyerAndCount(conn, "publicgeneid", args)
+	if !ok {
 		return
-	}
-	if !s.validKey(conn, "buyer", args[1]) {
-		return
-	}
-	n := 1
-	if len(args) == 3 {
-		var ok bool
-		if n, ok = s.parseCount(conn, args[2]); !ok {
-			return
-		}
 	}
 	p := s.publicIDs(conn)
 	if p == nil {
 		return
 	}
-	ids, err := s.ids.GeneIDs(c.ids[:0], s.ids.Layout().Gene(args[1]), n)
+	ids, err := s.ids.GeneIDs(c.ids[:0], gene, n)
 	c.ids = ids[:0]
 	if err != nil {
 		s.engineError(conn, err)

@@ -194,13 +194,14 @@ func (s *Server) closeClients() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for c := range s.clients {
-		c.conn.nc.Close()
+		c.conn.kill()
 	}
 }
 
 // accept registers a new connection, or refuses it at --maxclients.
 func (s *Server) accept(nc net.Conn) *client {
-	cn := &connection{nc: nc, addr: nc.RemoteAddr().String(), limit: s.cfg.ClientOutputLimit, timeout: s.cfg.ClientOutputTimeout}
+	cn := &connection{nc: nc, addr: nc.RemoteAddr().String(), limit: s.cfg.ClientOutputLimit, timeout: s.cfg.ClientOutputTimeout,
+		rc: rawConnOf(nc)}
 	c := &client{
 		id:      s.nextClientID.Add(1),
 		conn:    cn,
@@ -271,13 +272,15 @@ func equalFoldASCII(b []byte, lower string) bool {
 }
 
 // commandIndex is commandTable by nameSlot, built once, on the first
-// lookup (after NewServer has loaded the table).
-var commandIndex = sync.OnceValue(func() (index [64][]*command) {
+// lookup (after NewServer has loaded the table). It is a pointer: the
+// array, returned by value, was copied (1.5 KB) on every lookup.
+var commandIndex = sync.OnceValue(func() *[64][]*command {
+	var index [64][]*command
 	for _, name := range sortedCommandNames() {
 		slot := nameSlot([]byte(name))
 		index[slot] = append(index[slot], commandTable[name])
 	}
-	return index
+	return &index
 })
 
 // handle answers the command in frame, whose arguments are args. rest is

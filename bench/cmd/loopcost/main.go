@@ -22,18 +22,21 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
 func main() {
-	mode := flag.String("mode", "net", "net (goroutine per connection) or epoll (one event loop)")
+	mode := flag.String("mode", "net", "net (goroutine per connection), raw (the same, one read per readiness event) or epoll (one event loop)")
 	port := flag.Int("port", 0, "TCP port on 127.0.0.1")
 	flag.Parse()
 	var err error
 	switch *mode {
 	case "net":
 		err = serveNet(*port)
+	case "raw":
+		err = serveRaw(*port)
 	case "epoll":
 		err = serveEpoll(*port)
 	default:
@@ -94,6 +97,70 @@ func serveNet(port int) error {
 			}
 		}()
 	}
+}
+
+// serveRaw is serveNet with one read per readiness event, idserver's raw
+// loop (resp/conn_linux.go): the loop runs inside one syscall.RawConn.Read,
+// whose callback reads the socket itself and, after a read shorter than the
+// buffer (the socket is drained), waits on Go's netpoller for the next edge
+// instead of reading again to find EAGAIN. An edge that comes while the
+// callback works is kept by the poller, so the wait then returns at once.
+// Reads and writes are raw system calls (the socket never blocks), which do
+// not wake the runtime's sysmon thread.
+func serveRaw(port int) error {
+	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		return err
+	}
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return err
+		}
+		rc, err := c.(*net.TCPConn).SyscallConn()
+		if err != nil {
+			return err
+		}
+		go func() {
+			defer c.Close()
+			in := make([]byte, 16<<10)
+			out := make([]byte, 0, 16<<10)
+			var ctr int64
+			rc.Read(func(fd uintptr) bool {
+				for {
+					n, err := rawSys(unix.SYS_READ, int(fd), in)
+					if err == unix.EAGAIN {
+						return false
+					}
+					if n <= 0 {
+						return true
+					}
+					out = reply(out[:0], frames(in[:n]), &ctr)
+					for len(out) > 0 {
+						w, err := rawSys(unix.SYS_WRITE, int(fd), out)
+						if err != nil && err != unix.EAGAIN {
+							return true
+						}
+						if w > 0 {
+							out = out[w:]
+						}
+					}
+					if n < len(in) {
+						return false // drained: wait for the next edge
+					}
+				}
+			})
+		}()
+	}
+}
+
+// rawSys is read(2) or write(2) without telling the scheduler.
+func rawSys(trap uintptr, fd int, b []byte) (int, error) {
+	n, _, errno := unix.RawSyscall(trap, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(n), nil
 }
 
 func serveEpoll(port int) error {

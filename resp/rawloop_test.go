@@ -17,9 +17,8 @@ import (
 	"idserver/engine"
 )
 
-// TestRawLoopLosesNoReadiness: the raw loop reads once per readiness edge
-// and waits for the next one after a read that did not fill its buffer. A
-// wake-up lost there would leave a client waiting for replies to commands
+// TestRawLoopLosesNoReadiness: the raw loop reads until EAGAIN, then waits
+// for the poller's next readiness edge. A wake-up lost there would leave a client waiting for replies to commands
 // the server never read. Clients write long pipelines in pieces of random
 // size with random pauses (bytes arrive while the loop is answering, in the
 // middle of frames, and in frames larger than the 4 KiB read buffer), and
@@ -47,6 +46,34 @@ func TestRawLoopLosesNoReadiness(t *testing.T) {
 	}
 	srv.mu.Unlock()
 	wg.Wait()
+}
+
+// TestRawLoopSeesTheEndOfAStreamAfterItsLastBytes: a client that sends
+// its last bytes and its FIN at once (often one readiness edge) must see
+// the server close: the reply to a whole last frame, then EOF; nothing and
+// EOF after a frame cut short. A loop that waited for another edge after
+// a read that did not fill its buffer held such connections open (the
+// process test of adversarial frames waited 5 s on each).
+func TestRawLoopSeesTheEndOfAStreamAfterItsLastBytes(t *testing.T) {
+	_, addr := startServerT(t, Config{})
+	for i := range 60 {
+		last, want := "*1\r\n$4\r\nPING\r\n", "+PONG\r\n"
+		if i%2 == 1 {
+			last, want = "*1\r\n$4\r\nPI", ""
+		}
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.SetDeadline(time.Now().Add(5 * time.Second))
+		io.WriteString(conn, last)
+		conn.(*net.TCPConn).CloseWrite()
+		out, err := io.ReadAll(conn)
+		conn.Close()
+		if err != nil || string(out) != want {
+			t.Fatalf("connection %d, %q then FIN: read %q, %v; want %q and the server's close", i, last, out, err, want)
+		}
+	}
 }
 
 // pipelineInPieces sends n commands (PING, NEXTID, ECHO of 1 byte to 20

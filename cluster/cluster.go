@@ -109,6 +109,7 @@ type Cluster struct {
 	log     *slog.Logger
 	timing  Timing
 	raft    *raft.Raft
+	started atomic.Pointer[raft.Raft] // raft, once NewRaft returned: read by dials its goroutines make
 	pilot   *pilot
 	fsm     *fsm
 	mux     *mux
@@ -279,6 +280,7 @@ func Open(cfg Config) (*Cluster, error) {
 	if err != nil {
 		return fail(err)
 	}
+	c.started.Store(c.raft)
 	c.pilot = newPilot(c, hclog.New(&hclog.LoggerOptions{Name: "raft", Output: slogWriter{cfg.Logger}, Level: hclog.Info, DisableTime: true}))
 	// The port is served only now: a node-to-node request reads c.raft.
 	go c.mux.run()

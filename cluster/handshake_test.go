@@ -414,3 +414,33 @@ func TestRaftStreamForAnotherNodeIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestRaftStreamsNameRaftsMember: the member a Raft stream names is the one
+// Raft's configuration has at the address, not the state machine's, which
+// may lag the log. After a power cut of every node, unsynced applies lost,
+// the state machine named a replaced member's old ID at its successor's
+// address; every vote request was refused and no leader was elected again.
+func TestRaftStreamsNameRaftsMember(t *testing.T) {
+	c, err := Open(Config{NodeID: "n1", Dir: t.TempDir(), RaftBind: "127.0.0.1:0", Secret: "pw",
+		Layout: engine.DefaultLayout(), Store: openStore(t), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := c.WaitForLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	addr := c.RaftAddr()
+	if got := c.memberAt(addr); got != "n1" {
+		t.Fatalf("member at %s: %q, want n1", addr, got)
+	}
+	// The state machine as a lost apply leaves it: the replaced member at
+	// this address.
+	stale := map[string]member{"n0-old": {RaftAddr: addr}}
+	c.fsm.members.Store(&stale)
+	if got := c.memberAt(addr); got != "n1" {
+		t.Fatalf("with the state machine naming n0-old at %s, a stream there names %q; want n1, Raft's member", addr, got)
+	}
+}

@@ -194,12 +194,18 @@ func (s *Server) validKey(conn redcon.Conn, what string, key []byte) bool {
 	return true
 }
 
-// writeIDs answers one integer, or an array when a count was given.
-func (s *Server) writeIDs(c *client, conn redcon.Conn, ids []int64, asArray bool) {
-	s.cmdStats[c.cmd].issued.Add(int64(len(ids)))
+// countIssued counts n IDs issued by the command, and logs once that the
+// clock caught up after CLOCKBACK answers.
+func (s *Server) countIssued(c *client, n int) {
+	s.cmdStats[c.cmd].issued.Add(int64(n))
 	if s.clockBehind.Load() && s.clockBehind.CompareAndSwap(true, false) {
 		s.cfg.Logger.Info("clock caught up: issuing IDs again")
 	}
+}
+
+// writeIDs answers one integer, or an array when a count was given.
+func (s *Server) writeIDs(c *client, conn redcon.Conn, ids []int64, asArray bool) {
+	s.countIssued(c, len(ids))
 	if !asArray {
 		conn.WriteInt64(ids[0])
 		return

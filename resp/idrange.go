@@ -50,10 +50,7 @@ func (s *Server) writeRuns(c *client, conn redcon.Conn, runs []engine.IDRun, n i
 		s.engineError(conn, err)
 		return
 	}
-	s.cmdStats[c.cmd].issued.Add(int64(n))
-	if s.clockBehind.Load() && s.clockBehind.CompareAndSwap(true, false) {
-		s.cfg.Logger.Info("clock caught up: issuing IDs again")
-	}
+	s.countIssued(c, n)
 	conn.WriteArray(2 * len(runs))
 	for _, r := range runs {
 		conn.WriteInt64(r.First)

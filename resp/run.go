@@ -125,10 +125,7 @@ func (s *Server) runIDs(c *client, cn *connection, n int, gene int64) int {
 	if err != nil {
 		return 0
 	}
-	s.cmdStats[c.cmd].issued.Add(int64(len(ids)))
-	if s.clockBehind.Load() && s.clockBehind.CompareAndSwap(true, false) {
-		s.cfg.Logger.Info("clock caught up: issuing IDs again")
-	}
+	s.countIssued(c, len(ids))
 	for _, id := range ids {
 		cn.out = redcon.AppendInt(cn.out, id)
 		cn.grew()

@@ -98,6 +98,10 @@ func cmdDebug(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 		before := s.cfg.Debug.Offset()
 		s.cfg.Debug.SetOffset(time.Duration(ms) * time.Millisecond)
 		s.cfg.Logger.Warn("DEBUG CLOCK: clock offset changed", "from_ms", before.Milliseconds(), "to_ms", ms, "client", c.addr)
+		// The engine reads the clock once a millisecond: the OK waits out
+		// the reading in force, so that every ID asked for after it is
+		// issued on the new clock.
+		time.Sleep(2 * time.Millisecond)
 		conn.WriteString("OK")
 	default:
 		s.errorReply(conn, "ERR unknown subcommand or wrong number of arguments for '"+clip(args[1], 128)+"'. Try DEBUG HELP.")

@@ -222,6 +222,9 @@ func TestClockJumpsAreNotOutages(t *testing.T) {
 		}
 		seen[id] = true
 	}
+	if ahead := time.Duration(before[0]>>22-ids[0]>>22) * time.Millisecond; ahead < 2*time.Hour {
+		t.Fatalf("IDs asked for once DEBUG CLOCK +3h answered are only %v ahead of those after the restart: the step was not in effect", ahead)
+	}
 	if workerOf(ids[0], 19, 3) == workerOf(before[0], 19, 3) || ids[0] >= before[0] {
 		t.Fatalf("restart did not take a fresh worker: %d after %d", ids[0], before[0])
 	}

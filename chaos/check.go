@@ -346,14 +346,32 @@ func (c *checker) issuedAbove(set *Op) *Op {
 	return nil
 }
 
+// unansweredReach is how long after it was sent a request its client gave
+// up on (no reply in time, or the connection broke) may still take effect:
+// the server works on it for up to its request timeout (cluster
+// Timing.Request, 9 s by default; a SET may wait that long for a removed
+// member's lease), and an entry it appended may be committed by the next
+// leader after an election.
+const unansweredReach = 15 * time.Second
+
+// effectEnd is when op's effect, if it has one, has certainly landed: its
+// answer, or, for a request never answered, unansweredReach after it was
+// sent (the client's own timeout is shorter than the server's).
+func effectEnd(op *Op) time.Duration {
+	if op.Outcome == Unknown && !strings.HasPrefix(op.Err, "-") {
+		return max(op.End, op.Start+unansweredReach)
+	}
+	return op.End
+}
+
 // lowered says whether a SET of tag that may have taken effect (answered
 // OK, or unknown) set it below `below`, in a way that linearizes after
-// `after` (it had not ended before after started) and before an operation
-// ending at `by`.
+// `after` (it had not taken effect before after started) and before an
+// operation ending at `by`.
 func (c *checker) lowered(tag string, after *Op, below int64, by time.Duration) bool {
 	for _, w := range c.h.Ops {
 		if w.Kind == KSet && w.Key == tag && w != after && w.Outcome != Refused &&
-			w.N < below && w.Start < by && w.End > after.Start {
+			w.N < below && w.Start < by && effectEnd(w) > after.Start {
 			return true
 		}
 	}
@@ -601,8 +619,8 @@ func (c *checker) linearizable(timeout time.Duration) {
 			if len(piece) > 0 && op.Start > reach {
 				check()
 			}
-			reach = max(reach, op.End)
-			piece = append(piece, porcupine.Operation{ClientId: op.Client, Call: int64(op.Start), Return: int64(op.End),
+			reach = max(reach, effectEnd(op))
+			piece = append(piece, porcupine.Operation{ClientId: op.Client, Call: int64(op.Start), Return: int64(effectEnd(op)),
 				Input:  tagInput{kind: op.Kind, v: op.N},
 				Output: tagOutput{first: op.First, last: op.Last, null: op.Nil, unknown: op.Outcome == Unknown}, Metadata: op})
 		}
@@ -616,7 +634,7 @@ func (c *checker) linearizable(timeout time.Duration) {
 // last (none ended before another acknowledged one started), and the floors
 // before when no acknowledged SET certainly took effect. (A SET whose
 // outcome is unknown is taken to take effect before its error answered, or
-// never.)
+// before effectEnd when nothing answered, or never.)
 func after(before []tagState, piece []porcupine.Operation) []tagState {
 	var issued int64
 	var sets []*Op
@@ -633,7 +651,7 @@ func after(before []tagState, piece []porcupine.Operation) []tagState {
 	for _, w := range sets {
 		last := true
 		for _, x := range sets {
-			if x.Outcome == OK && x.Start > w.End {
+			if x.Outcome == OK && x.Start > effectEnd(w) {
 				last = false
 			}
 		}

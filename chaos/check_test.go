@@ -24,6 +24,15 @@ func set(tag string, v int64, out Outcome, start, end int) *Op {
 	return op
 }
 
+// timedOut is op with no reply: its client gave up waiting.
+func timedOut(op *Op) *Op { op.Err = "read tcp: i/o timeout"; return op }
+
+// failed is op answered with an error that leaves its outcome unknown.
+func failed(op *Op) *Op {
+	op.Err = "-CLUSTERDOWN not confirmed by every member: SET x 500 (committed)"
+	return op
+}
+
 // TestCheckerFindsEachAnomaly: each broken promise, in a history of a few
 // ops, is found under its kind, and a clean history gives none.
 func TestCheckerFindsEachAnomaly(t *testing.T) {
@@ -121,6 +130,19 @@ func TestCheckerAllowsWhatALoweringSetExplains(t *testing.T) {
 			set("x", 500, OK, 0, 1), set("x", 1000, OK, 2, 3), alloc("a", "x", 501, 501, 4, 5)}, nil, "below-floor"},
 		{"SET 1000, then SET 500, then GET 500", []*Op{
 			set("x", 1000, OK, 0, 1), set("x", 500, OK, 2, 3), {Kind: KGet, Key: "x", Last: 500, Start: ms(4), End: ms(5)}}, nil, ""},
+		// A SET its client gave up on after 3 s may still be at work on
+		// the server (waiting out a removed member's lease, say) and land
+		// after a SET acknowledged later; one the server answered with an
+		// error cannot, nor one sent longer ago than the server works on it.
+		{"SET 500 timed out, then SET 1000, then GET 500", []*Op{
+			timedOut(set("x", 500, Unknown, 0, 3000)), set("x", 1000, OK, 3100, 3200),
+			{Kind: KGet, Key: "x", Last: 500, Start: ms(3300), End: ms(3301)}}, nil, ""},
+		{"SET 500 failed, then SET 1000, then GET 500", []*Op{
+			failed(set("x", 500, Unknown, 0, 3000)), set("x", 1000, OK, 3100, 3200),
+			{Kind: KGet, Key: "x", Last: 500, Start: ms(3300), End: ms(3301)}}, nil, "stale-get"},
+		{"SET 500 timed out long ago, then SET 1000, then GET 500", []*Op{
+			timedOut(set("x", 500, Unknown, 0, 3000)), set("x", 1000, OK, 20000, 20001),
+			{Kind: KGet, Key: "x", Last: 500, Start: ms(20002), End: ms(20003)}}, nil, "stale-get"},
 		{"refused naming a restarted node, after a kill", []*Op{alloc("a", "r", 1, 10, 0, 1), refusedRestarted},
 			[]*FaultEvent{{Kind: FKill, Start: ms(2), End: ms(3)}}, ""},
 		{"refused naming a restarted node, no restart", []*Op{alloc("a", "r", 1, 10, 0, 1), refusedRestarted}, nil, "set-refused"},

@@ -348,6 +348,26 @@ func TestWipedMemberWithoutJoinStops(t *testing.T) {
 	}
 }
 
+// TestWipedMemberWithNewIDWithoutJoinStops: the same with a new node ID (a
+// pod rescheduled with a fresh volume and a generated ID, started without
+// --join). Its old cluster's Raft streams name the old member, not this
+// node, and they must still make it stop: QA saw it issue worker 0's IDs
+// and a tag's first values again beside the live cluster for minutes.
+func TestWipedMemberWithNewIDWithoutJoinStops(t *testing.T) {
+	ms := startMembers(t, 3)
+	victim := ms[2]
+	victim.p.Kill()
+	p, _ := launch(t, t.TempDir(), nil, "--port", victim.port, "--raft-addr", "127.0.0.1:"+victim.raft)
+	select {
+	case <-p.Done():
+	case <-time.After(60 * time.Second):
+		t.Fatalf("a new node at a dead member's address, started without --join, kept running:\n%s", p.Log())
+	}
+	if p.Err() == nil || !strings.Contains(p.Log(), "CLUSTER FORGET") {
+		t.Fatalf("exit %v:\n%s", p.Err(), p.Log())
+	}
+}
+
 // TestRefusedJoinsLeaveNoStrayVoter: with every worker ID held, joins are
 // refused before the configuration changes, so two of them do not take a
 // healthy cluster down.

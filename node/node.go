@@ -688,7 +688,7 @@ func (n *Node) renewLease(ctx context.Context) {
 				n.Segments.SetLeaseEnd(n.wallOf(g.EndMS))
 				n.Gen.SetLeaseProblem("")
 			case errors.Is(err, cluster.ErrNotMember):
-				n.Gen.SetLeaseProblem("this node is no longer a member of the cluster (CLUSTER FORGET?); start it on an empty --dir to join again")
+				n.Gen.SetLeaseProblem("this node is no longer a member of the cluster (removed as dead by the cluster, or by CLUSTER FORGET); start it on an empty --dir to join again")
 				wait = lease / 8
 			case errors.Is(err, cluster.ErrNoLeader):
 				n.Gen.SetLeaseProblem("cannot reach the cluster's quorum to renew it")

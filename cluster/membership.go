@@ -50,6 +50,13 @@ func (c *Cluster) join(ctx context.Context, node, raftAddr, respAddr string) (Jo
 		c.log.Warn("join refused", "err", err)
 		return JoinResult{}, err
 	}
+	// Every check below reads the state machine, which after an election
+	// (a power cut of every node, say) may be behind the log: its member
+	// table without the joins it has not applied yet, and a member that
+	// restarts refused as forgotten.
+	if err := c.caughtUp(); err != nil {
+		return JoinResult{}, err
+	}
 	var id Identity
 	if node == c.cfg.NodeID {
 		// This node answers for itself without dialing raftAddr, so the
@@ -302,6 +309,9 @@ func (c *Cluster) forget(node string) error {
 			return fmt.Errorf("%w: node %s leads and could not hand over leadership to be forgotten: %v", ErrNoLeader, node, err)
 		}
 		return fmt.Errorf("%w: node %s led; leadership moved to another member: retry the FORGET", ErrNoLeader, node)
+	}
+	if err := c.caughtUp(); err != nil { // the member table, as in join
+		return err
 	}
 	_, member := c.fsm.member(node)
 	voter := false

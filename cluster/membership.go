@@ -6,6 +6,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -70,7 +71,10 @@ func (c *Cluster) join(ctx context.Context, node, raftAddr, respAddr string) (Jo
 		}
 	} else {
 		resp, err := c.call(ctx, raftAddr, &request{Op: opIdentify})
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrAuth):
+			return refuse("the node at its Raft address %s does not prove this cluster's secret: start it with this cluster's --cluster-secret (%v)", raftAddr, err)
+		case err != nil:
 			return refuse("no idserver answers on its Raft address %s (%v)", raftAddr, err)
 		}
 		id = *resp.Identity

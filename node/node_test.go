@@ -1,0 +1,36 @@
+package node
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRetryDelayNeverDropsToZero: the check-in's wait grows to 250 ms and
+// stays there however many attempts fail (a shift once overflowed into no
+// wait, and the loop hammered the members).
+func TestRetryDelayNeverDropsToZero(t *testing.T) {
+	prev := time.Duration(0)
+	for attempt := 1; attempt <= 1000; attempt++ {
+		d := retryDelay(attempt)
+		if d < prev || d <= 0 || d > 250*time.Millisecond {
+			t.Fatalf("attempt %d: wait %v after %v", attempt, d, prev)
+		}
+		prev = d
+	}
+}
+
+// TestJoinHintNamesTheLikelyMistake: a joiner refused for want of the
+// password, or by a server that is not an idserver, is told which.
+func TestJoinHintNamesTheLikelyMistake(t *testing.T) {
+	for reply, want := range map[string]string{
+		"NOAUTH Authentication required.":                    "--requirepass",
+		"WRONGPASS invalid username-password pair":           "--requirepass",
+		"ERR unknown subcommand 'JOIN'. Try CLUSTER HELP.":   "is it an idserver?",
+		"ERR refused: join of node \"x\": its ID layout ...": "",
+	} {
+		if got := joinHint(reply); (want == "") != (got == "") || !strings.Contains(got, want) {
+			t.Errorf("%q: hint %q, want one with %q", reply, got, want)
+		}
+	}
+}

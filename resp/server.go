@@ -85,6 +85,7 @@ type Server struct {
 	cmdStats     []commandStats // by command index
 	errorsByCode []atomic.Int64 // by ErrorCodes index
 	instant      instant        // INFO's instantaneous rates and memory peak
+	ends         *endWatch      // the end of raw-loop connections' streams (conn_linux.go); nil: none
 }
 
 // stats are the counters INFO reports.
@@ -155,6 +156,8 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
 	s.ln = ln
 	s.mu.Unlock()
+	s.ends = newEndWatch()
+	defer s.ends.close()
 	defer s.closeClients()
 	stopSampling := make(chan struct{})
 	defer close(stopSampling)

@@ -11,9 +11,7 @@ var ciFaults = slices.DeleteFunc(slices.Clone(AllFaults), func(k string) bool { 
 // open issue that fixes it. TestCampaign logs them in full and does not
 // fail on them; delete an entry when its fix lands, so the campaign guards
 // it from then on.
-var knownOpen = map[string]string{
-	"exit-on-full-disk": "found by this campaign, spec silent: a member whose disk fills exits (pebble: fatal commit error); restarted, it recovers",
-}
+var knownOpen = map[string]string{}
 
 // excused says why an anomaly kind does not fail TestCampaign, or "".
 func excused(kind string, counts map[string]int) string {

@@ -478,13 +478,7 @@ func (p voterPromoter) voters(conf *autopilot.Config, s *autopilot.State, now ti
 			failing = append(failing, srv)
 		}
 	}
-	voters := len(failing)
-	for _, srv := range healthy {
-		if srv.State != autopilot.RaftNonVoter && srv.State != autopilot.RaftNone {
-			voters++
-		}
-	}
-	target := wantVoters(p.max, len(healthy)+len(failing), voters)
+	target := wantVoters(p.max, len(healthy)+len(failing))
 	rank := func(list []*autopilot.ServerState) {
 		sort.Slice(list, func(i, j int) bool {
 			a, b := list[i], list[j]
@@ -510,17 +504,15 @@ func (p voterPromoter) voters(conf *autopilot.Config, s *autopilot.State, now ti
 }
 
 // wantVoters is how many voters autopilot wants, of at most max, with
-// members that could vote and voters now: as many as there are, up to max,
-// but never one more to reach an even count (an even count tolerates no
-// more failures than one fewer, and each commit waits for more of them).
-// It never asks for fewer than there are within max: demoting a healthy
-// voter to make the count odd would make no failure less harmful.
-func wantVoters(max, members, voters int) int {
-	if max%2 == 0 {
-		max--
-	}
+// members that could vote: as many as there are, up to max, and always an
+// odd number. An even count tolerates no more failures than one fewer, each
+// commit waits for more of them, and the voter demoted to make it odd
+// (after a FORGET or a removal left two or four) can then fail at no cost:
+// two voters lose the quorum when either fails, one voter and a non-voter
+// only when the voter does.
+func wantVoters(max, members int) int {
 	target := min(max, members)
-	if target%2 == 0 && target > voters {
+	if target%2 == 0 {
 		target--
 	}
 	return target
@@ -617,5 +609,5 @@ func (c *Cluster) Settled() bool {
 			}
 		}
 	}
-	return in && voters >= wantVoters(c.cfg.Voters, len(servers), voters)
+	return in && voters >= wantVoters(c.cfg.Voters, len(servers))
 }

@@ -174,6 +174,7 @@ func Open(cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	f.log, f.stop = c.log, c.stop
 	c.fsm = f
 	if err := checkRaftFile(cfg, f); err != nil {
 		return nil, err

@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"math"
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -240,6 +242,8 @@ type changes struct {
 type fsm struct {
 	store     *persist.Store
 	maxWorker int64
+	log       *slog.Logger
+	stop      <-chan struct{} // the cluster closing: an apply waiting for disk space gives up
 
 	mu   sync.RWMutex
 	meta meta
@@ -257,7 +261,7 @@ type fsm struct {
 }
 
 func newFSM(store *persist.Store, maxWorker int64) (*fsm, error) {
-	f := &fsm{store: store, maxWorker: maxWorker, pubCh: make(chan struct{})}
+	f := &fsm{store: store, maxWorker: maxWorker, log: slog.Default(), pubCh: make(chan struct{})}
 	f.reset()
 	if v, ok, err := store.Get(keyState); err != nil {
 		return nil, err
@@ -314,10 +318,38 @@ func (f *fsm) Apply(l *raft.Log) any {
 	if len(l.Data) == 0 {
 		panic(fmt.Sprintf("cluster: empty log entry at index %d", l.Index))
 	}
+	if !f.waitRoom(l.Index) {
+		return fmt.Errorf("%w: closing with entry %d unapplied", ErrNoLeader, l.Index) // applied again at the next start
+	}
 	var ch changes
 	resp := f.applyLocked(l, &ch)
 	f.publish(l.Index, &ch)
 	return resp
+}
+
+// waitRoom holds an apply back while the disk is full (persist.Store.Room):
+// an entry's changes to the state in memory are made as its batch is
+// written, so one whose write failed could not be applied again, and a
+// panic would take the node down. Raft goes on meanwhile; the state
+// machine, and what waits on it, resumes once space is freed. False when
+// the cluster closes first.
+func (f *fsm) waitRoom(index uint64) bool {
+	err := f.store.Room()
+	if err == nil {
+		return true
+	}
+	f.log.Warn("the state machine waits for disk space", "index", index, "err", err)
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for ; err != nil; err = f.store.Room() {
+		select {
+		case <-f.stop:
+			return false
+		case <-t.C:
+		}
+	}
+	f.log.Info("disk space freed: the state machine goes on", "index", index)
+	return true
 }
 
 func (f *fsm) applyLocked(l *raft.Log, ch *changes) any {
@@ -335,7 +367,11 @@ func (f *fsm) applyLocked(l *raft.Log, ch *changes) any {
 	f.meta.Applied = l.Index
 	m, _ := json.Marshal(&f.meta)
 	batch.Set(keyState, m)
-	if err := batch.Commit(); err != nil {
+	err := batch.Commit()
+	for errors.Is(err, persist.ErrDiskFull) && f.waitRoom(l.Index) {
+		err = batch.Commit() // refused before Pebble saw it: the same batch again
+	}
+	if err != nil && !errors.Is(err, persist.ErrDiskFull) { // still full: the cluster is closing
 		panic(fmt.Sprintf("cluster: cannot store the state machine: %v", err))
 	}
 	return resp

@@ -52,6 +52,11 @@ func (c *Cluster) join(ctx context.Context, node, raftAddr, respAddr string) (Jo
 	}
 	var id Identity
 	if node == c.cfg.NodeID {
+		// This node answers for itself without dialing raftAddr, so the
+		// address must be its own: a client's CLUSTER JOIN must not move it.
+		if raftAddr != c.RaftAddr() {
+			return refuse("this node is %s and its Raft address is %s, not %s", node, c.RaftAddr(), raftAddr)
+		}
 		var err error
 		if id, err = c.identity(); err != nil {
 			return JoinResult{}, err

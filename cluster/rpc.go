@@ -243,15 +243,18 @@ func (m *mux) route(conn net.Conn) {
 	conn.SetDeadline(time.Time{})
 	switch h.kind {
 	case streamRaft:
+		// The cluster first: a node that bootstrapped a cluster of its own at
+		// a member's address is told of the conflict (and stops) whatever
+		// node the stream names, which is the old member's, not its own.
+		if mine := m.clusterID(); mine == "" || h.cluster != mine {
+			m.refused(conn.RemoteAddr().String(), h.cluster)
+			conn.Close()
+			return
+		}
 		if h.target != "" && h.target != m.nodeID {
 			conn.Close()
 			m.logRefusal("refused a Raft stream for another node", conn.RemoteAddr().String(), fmt.Errorf("a Raft stream for node %s reached node %s at its address "+
 				"(a new node at a member's address: the member must be removed first)", h.target, m.nodeID))
-			return
-		}
-		if mine := m.clusterID(); mine == "" || h.cluster != mine {
-			m.refused(conn.RemoteAddr().String(), h.cluster)
-			conn.Close()
 			return
 		}
 		select {

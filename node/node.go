@@ -591,11 +591,21 @@ func (n *Node) checkIn(ctx context.Context, viaCluster bool) (worker, startAbove
 		select {
 		case <-ctx.Done():
 			return 0, 0, 0, fmt.Errorf("no answer from the cluster: %w", err)
-		case <-time.After(min(10*time.Millisecond<<attempt, 250*time.Millisecond)):
-			// Soon at first: a restarting one-node cluster leads itself
-			// within milliseconds, and a start should not wait 250 ms more.
+		case <-time.After(retryDelay(attempt)):
 		}
 	}
+}
+
+// retryDelay is the wait before check-in attempt+1: soon at first (a
+// restarting one-node cluster leads itself within milliseconds, and a start
+// should not wait 250 ms more), then 250 ms. (10ms<<attempt overflows from
+// attempt 40 on, about 10 s in, into no wait at all at attempt 40 and from
+// 64: QA saw a joiner log 40 lines a second.)
+func retryDelay(attempt int) time.Duration {
+	if attempt >= 5 {
+		return 250 * time.Millisecond
+	}
+	return 10 * time.Millisecond << attempt
 }
 
 // joinThrough sends CLUSTER JOIN to a member's RESP port. An error reply
@@ -678,7 +688,7 @@ func (n *Node) renewLease(ctx context.Context) {
 				n.Segments.SetLeaseEnd(n.wallOf(g.EndMS))
 				n.Gen.SetLeaseProblem("")
 			case errors.Is(err, cluster.ErrNotMember):
-				n.Gen.SetLeaseProblem("this node is no longer a member of the cluster (CLUSTER FORGET?); start it on an empty --dir to join again")
+				n.Gen.SetLeaseProblem("this node is no longer a member of the cluster (removed as dead by the cluster, or by CLUSTER FORGET); start it on an empty --dir to join again")
 				wait = lease / 8
 			case errors.Is(err, cluster.ErrNoLeader):
 				n.Gen.SetLeaseProblem("cannot reach the cluster's quorum to renew it")

@@ -28,6 +28,10 @@ var (
 	ErrLayoutMismatch = errors.New("ID layout differs from the stored one")
 	// ErrCorrupt: a stored value cannot be read back.
 	ErrCorrupt = errors.New("stored value is corrupt")
+	// ErrDiskFull: the data directory's file system has less free space
+	// than the store keeps in reserve; the write was refused before Pebble
+	// saw it, and nothing was written.
+	ErrDiskFull = errors.New("disk full")
 )
 
 // Keys of the values kept here.
@@ -41,10 +45,15 @@ const (
 
 // Store is a locked data directory with a Pebble database in <dir>/pebble.
 type Store struct {
-	dir  string
-	lock *os.File
-	db   *pebble.DB
+	dir     string
+	lock    *os.File
+	db      *pebble.DB
+	reserve uint64 // free bytes below which writes are refused (Room)
 }
+
+// maxReserve is the most free space a store keeps back: a tenth of its
+// file system, at most this. Pebble needs some of it to flush and compact.
+const maxReserve = 64 << 20
 
 // Open creates dir if needed, takes its lock (one process per directory)
 // and opens the Pebble database inside it.
@@ -72,7 +81,23 @@ func Open(dir string) (*Store, error) {
 		lock.Close()
 		return nil, fmt.Errorf("open pebble in %s: %w", dir, err)
 	}
-	return &Store{dir: dir, lock: lock, db: db}, nil
+	return &Store{dir: dir, lock: lock, db: db, reserve: reserveFor(dir)}, nil
+}
+
+// Room says whether the file system has room for a write: ErrDiskFull when
+// less than the reserve is free. Pebble panics when a write to its log
+// fails (pebble v2.1.7, DB.commitWrite), so every write checks first and
+// a disk that fills makes writes fail, with nothing written, well before
+// the log cannot be written; the process goes on, and writes succeed again
+// once space is freed. Every write of the store calls it; it costs one
+// statfs, and writes are few (windows, the state machine's applies).
+func (s *Store) Room() error {
+	free, ok := freeBytes(s.dir)
+	if !ok || free >= s.reserve {
+		return nil // a file system that cannot tell: the write tries
+	}
+	return fmt.Errorf("%w: %d MiB free on the file system of %s, below the %d MiB kept in reserve; free some space",
+		ErrDiskFull, free>>20, s.dir, s.reserve>>20)
 }
 
 // Dir is the data directory.
@@ -100,11 +125,17 @@ func (s *Store) Get(key string) (value []byte, ok bool, err error) {
 
 // Set writes key without waiting for the disk: a crash may lose it.
 func (s *Store) Set(key string, value []byte) error {
+	if err := s.Room(); err != nil {
+		return err
+	}
 	return s.db.Set([]byte(key), value, pebble.NoSync)
 }
 
 // SetSync writes key and returns once it is durable (fsync of the WAL).
 func (s *Store) SetSync(key string, value []byte) error {
+	if err := s.Room(); err != nil {
+		return err
+	}
 	return s.db.Set([]byte(key), value, pebble.Sync)
 }
 
@@ -214,10 +245,13 @@ func (quietLogger) Fatalf(format string, args ...any) {
 }
 
 // Batch is a group of writes applied atomically by Commit or CommitSync.
-type Batch struct{ b *pebble.Batch }
+type Batch struct {
+	s *Store
+	b *pebble.Batch
+}
 
 // NewBatch starts a batch.
-func (s *Store) NewBatch() *Batch { return &Batch{b: s.db.NewBatch()} }
+func (s *Store) NewBatch() *Batch { return &Batch{s: s, b: s.db.NewBatch()} }
 
 // Set adds a write of key to the batch.
 func (b *Batch) Set(key string, value []byte) { b.b.Set([]byte(key), value, nil) }
@@ -230,10 +264,20 @@ func (b *Batch) DeletePrefix(prefix string) {
 }
 
 // Commit applies the batch without waiting for the disk.
-func (b *Batch) Commit() error { return b.b.Commit(pebble.NoSync) }
+func (b *Batch) Commit() error {
+	if err := b.s.Room(); err != nil {
+		return err
+	}
+	return b.b.Commit(pebble.NoSync)
+}
 
 // CommitSync applies the batch and returns once it is durable.
-func (b *Batch) CommitSync() error { return b.b.Commit(pebble.Sync) }
+func (b *Batch) CommitSync() error {
+	if err := b.s.Room(); err != nil {
+		return err
+	}
+	return b.b.Commit(pebble.Sync)
+}
 
 // Scan calls fn for each key that starts with prefix, in key order.
 func (s *Store) Scan(prefix string, fn func(key string, value []byte) error) error {

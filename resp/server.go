@@ -81,6 +81,7 @@ type Server struct {
 	nextClientID atomic.Int64
 	stats        stats
 	clockBehind  atomic.Bool    // answering CLOCKBACK; logged on each change
+	issueFailAt  atomic.Int64   // unix ns of the last "issue failed" log: one a second
 	ready        atomic.Bool    // Config.Ready said true once
 	cmdStats     []commandStats // by command index
 	errorsByCode []atomic.Int64 // by ErrorCodes index
@@ -411,7 +412,11 @@ func (s *Server) engineError(conn redcon.Conn, err error) {
 	case errors.Is(err, engine.ErrNoLease):
 		s.errorReply(conn, "TRYAGAIN "+err.Error())
 	default:
-		s.cfg.Logger.Error("issue failed", "err", err)
+		// A full disk fails every request for as long as it lasts: one
+		// line a second says so.
+		if now, last := time.Now().UnixNano(), s.issueFailAt.Load(); now-last >= int64(time.Second) && s.issueFailAt.CompareAndSwap(last, now) {
+			s.cfg.Logger.Error("issue failed (logged once a second)", "err", err)
+		}
 		s.errorReply(conn, "ERR "+err.Error())
 	}
 }

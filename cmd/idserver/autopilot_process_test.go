@@ -827,10 +827,10 @@ func TestGrowthBeyondVoters(t *testing.T) {
 }
 
 // TestAutopilotMisconfigurationExits2: --voters 0 or negative and a
-// negative --dead-member-after are refused at start with exit 2; an even
+// negative or sub-2s --dead-member-after are refused at start with exit 2; an even
 // --voters starts with a warning.
 func TestAutopilotMisconfigurationExits2(t *testing.T) {
-	for _, args := range [][]string{{"--voters", "0"}, {"--voters", "-3"}, {"--dead-member-after", "-1s"}, {"--zone", "a,b"}} {
+	for _, args := range [][]string{{"--voters", "0"}, {"--voters", "-3"}, {"--dead-member-after", "-1s"}, {"--dead-member-after", "1ms"}, {"--zone", "a,b"}} {
 		code, out := runToExit(t, append([]string{"--dir", t.TempDir(), "--port", "0"}, args...)...)
 		if code != 2 || !strings.Contains(out, strings.TrimPrefix(args[0], "--")) {
 			t.Fatalf("%v: exit %d, want 2 naming the flag:\n%s", args, code, out)

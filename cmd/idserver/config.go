@@ -158,6 +158,11 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 }
 
 // Validate checks the values together and fills the derived ones.
+// minDeadAfter is the shortest --dead-member-after but 0: a few autopilot
+// rounds (a second each by default), so that a member that is busy or still
+// catching up as it joins is not taken for dead.
+const minDeadAfter = 2 * time.Second
+
 func (c *Config) Validate() error {
 	epoch, err := time.Parse(time.RFC3339Nano, c.Epoch)
 	if err != nil {
@@ -215,8 +220,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--protected-mode %q: yes or no", c.ProtectedMode)
 	case c.Voters < 1:
 		return fmt.Errorf("--voters %d must be at least 1 (odd: 1, 3, 5, 7)", c.Voters)
-	case c.DeadAfter < 0:
-		return fmt.Errorf("--dead-member-after %v must not be negative (0 never removes a member)", c.DeadAfter)
+	case c.DeadAfter < 0 || c.DeadAfter > 0 && c.DeadAfter < minDeadAfter:
+		// Below a few autopilot rounds a healthy member that is busy, or
+		// still joining, counts as dead and is removed.
+		return fmt.Errorf("--dead-member-after %v: 0 (never remove a member) or at least %v", c.DeadAfter, minDeadAfter)
 	case len(c.Zone) > 64 || strings.ContainsAny(c.Zone, ",= \t\r\n"):
 		return fmt.Errorf("--zone %q: at most 64 characters, no spaces, commas or '='", c.Zone)
 	}

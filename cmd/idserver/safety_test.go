@@ -348,6 +348,51 @@ func TestWipedMemberWithoutJoinStops(t *testing.T) {
 	}
 }
 
+// TestWipedMemberWithNewIDWithoutJoinStops: the same with a new node ID (a
+// pod rescheduled with a fresh volume and a generated ID, started without
+// --join). Its old cluster's Raft streams name the old member, not this
+// node, and they must still make it stop: QA saw it issue worker 0's IDs
+// and a tag's first values again beside the live cluster for minutes.
+func TestWipedMemberWithNewIDWithoutJoinStops(t *testing.T) {
+	ms := startMembers(t, 3)
+	victim := ms[2]
+	victim.p.Kill()
+	p, _ := launch(t, t.TempDir(), nil, "--port", victim.port, "--raft-addr", "127.0.0.1:"+victim.raft)
+	select {
+	case <-p.Done():
+	case <-time.After(60 * time.Second):
+		t.Fatalf("a new node at a dead member's address, started without --join, kept running:\n%s", p.Log())
+	}
+	if p.Err() == nil || !strings.Contains(p.Log(), "CLUSTER FORGET") {
+		t.Fatalf("exit %v:\n%s", p.Err(), p.Log())
+	}
+}
+
+// TestClusterJoinCannotMoveTheLeader: a client's CLUSTER JOIN naming the
+// leader's own node ID with a Raft address where nothing answers must be
+// refused and change nothing. QA saw it rewrite the leader's Raft address in
+// the state machine (the leader answers its own identity without dialing the
+// address); after the next leader change every SET failed dialing that
+// address, and autopilot removed the live, healthy node as dead.
+func TestClusterJoinCannotMoveTheLeader(t *testing.T) {
+	ms := startMembers(t, 3)
+	ctx := context.Background()
+	info := clusterInfo(t, ms[1].p.client())
+	leaderID, leaderRESP := info["leader_id"], info["leader"]
+	bogus := "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t))
+	err := ms[1].p.client().Do(ctx, "CLUSTER", "JOIN", leaderID, bogus, leaderRESP).Err()
+	for _, m := range ms {
+		for k, v := range clusterInfo(t, m.p.client()) {
+			if strings.HasPrefix(k, "member") && strings.Contains(v, "id="+leaderID+",") && strings.Contains(v, "raft="+bogus+",") {
+				t.Fatalf("CLUSTER JOIN %s %s %s (answered %v) moved the leader's Raft address on %s: %s", leaderID, bogus, leaderRESP, err, m.p.Addr, v)
+			}
+		}
+	}
+	if err == nil {
+		t.Fatalf("CLUSTER JOIN %s %s %s: accepted", leaderID, bogus, leaderRESP)
+	}
+}
+
 // TestRefusedJoinsLeaveNoStrayVoter: with every worker ID held, joins are
 // refused before the configuration changes, so two of them do not take a
 // healthy cluster down.

@@ -1,0 +1,83 @@
+package persist
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestFullDiskRefusesWritesAndRecovers: a store on a 16 MiB tmpfs, the
+// file system then filled to the last byte by another file (as the fault
+// campaign's disk-full does). Every write (Set, SetSync, a batch) is
+// refused with ErrDiskFull instead of reaching Pebble, whose log write
+// would panic; once the file is removed writes succeed again, and after a
+// reopen every write acknowledged before is there.
+func TestFullDiskRefusesWritesAndRecovers(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a tmpfs (CI runs as root)")
+	}
+	mnt := t.TempDir()
+	if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=16m"); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
+	dir := filepath.Join(mnt, "data")
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		if err := s.SetSync(fmt.Sprintf("before/%d", i), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	filler := filepath.Join(mnt, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			break // ENOSPC: the file system is full
+		}
+	}
+	f.Close()
+	b := s.NewBatch()
+	b.Set("batch", []byte("v"))
+	for name, err := range map[string]error{
+		"Set": s.Set("k", []byte("v")), "SetSync": s.SetSync("k", []byte("v")),
+		"Commit": b.Commit(), "CommitSync": b.CommitSync(), "SetHighWaterSync": s.SetHighWaterSync(12345),
+	} {
+		if !errors.Is(err, ErrDiskFull) {
+			t.Errorf("%s on a full disk: %v, want ErrDiskFull", name, err)
+		}
+	}
+	t.Logf("on the full disk: %v", s.Room())
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetSync("after", []byte("v")); err != nil {
+		t.Fatalf("SetSync once space is freed: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, k := range []string{"before/0", "before/99", "after"} {
+		if _, ok, err := s.Get(k); !ok || err != nil {
+			t.Errorf("%s after the reopen: %v %v", k, ok, err)
+		}
+	}
+	if _, ok, _ := s.Get("k"); ok {
+		t.Error("a write refused on the full disk is there after the reopen")
+	}
+}

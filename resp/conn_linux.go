@@ -113,12 +113,10 @@ func (l *loop) rawLoop(ends *endWatch, id int64) {
 // reads on (read(2) then returns what is left and 0, never EAGAIN); one
 // that does not see it waits, and the wake-up comes after that.
 type endWatch struct {
-	epfd int
-	file *os.File // epfd, on the runtime's poller
-
-	mu     sync.Mutex
-	conns  map[int64]*connection // by client ID, which an event carries
-	closed bool                  // epfd is closed (or closing): its number may be another file's
+	epfd  int
+	file  *os.File // epfd, on the runtime's poller
+	mu    sync.Mutex
+	conns map[int64]*connection // by client ID, which an event carries
 }
 
 // newEndWatch starts a watch, or returns nil if it cannot (then every
@@ -148,15 +146,13 @@ func (w *endWatch) add(id int64, cn *connection, fd int) bool {
 		return false
 	}
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.closed {
-		return false
-	}
+	w.conns[id] = cn
+	w.mu.Unlock()
 	ev := syscall.EpollEvent{Events: syscall.EPOLLRDHUP | syscall.EPOLLONESHOT, Fd: int32(id), Pad: int32(id >> 32)}
 	if syscall.EpollCtl(w.epfd, syscall.EPOLL_CTL_ADD, fd, &ev) != nil {
+		w.remove(id)
 		return false
 	}
-	w.conns[id] = cn
 	return true
 }
 
@@ -199,16 +195,11 @@ func (w *endWatch) run(rc syscall.RawConn) {
 	})
 }
 
-// close stops the watch. (Not under mu: closing waits for run to let the
-// descriptor go, and run takes mu.)
+// close stops the watch.
 func (w *endWatch) close() {
-	if w == nil {
-		return
+	if w != nil {
+		w.file.Close()
 	}
-	w.mu.Lock()
-	w.closed = true
-	w.mu.Unlock()
-	w.file.Close()
 }
 
 // rawWrite writes b to fd without waiting: how much the socket took, and

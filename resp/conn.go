@@ -65,13 +65,11 @@ type connection struct {
 
 	// A plain TCP connection is served by the raw loop (conn_linux.go):
 	// rc is its socket, fd its descriptor while held says the loop holds
-	// it, killed says Server.Close ended it, and ended that the server's
-	// endWatch saw the end of its stream.
+	// it, and killed says Server.Close ended it.
 	rc     syscall.RawConn
 	fd     int
 	held   bool
 	killed atomic.Bool
-	ended  atomic.Bool
 }
 
 var _ redcon.Conn = (*connection)(nil)
@@ -221,8 +219,7 @@ func (cn *connection) PeekPipeline() []redcon.Command { return nil }
 // serveConn runs a connection until it closes: read, answer every complete
 // frame, write once (and on the way whenever the replies reach the limit).
 // A plain TCP connection reads in the raw loop (rawLoop: one read per
-// readiness edge, the server's endWatch seeing the end of its stream); any
-// other net.Conn (TLS) with Read.
+// readiness event); any other net.Conn (TLS) with Read.
 func (s *Server) serveConn(c *client, cn *connection) {
 	defer func() {
 		cn.nc.Close()
@@ -233,7 +230,7 @@ func (s *Server) serveConn(c *client, cn *connection) {
 	}()
 	l := loop{s: s, c: c, cn: cn, p: frameParser{lim: s.cfg.Limits}, buf: make([]byte, readBufferSize)}
 	if cn.rc != nil {
-		l.rawLoop(s.ends, c.id)
+		l.rawLoop()
 	} else {
 		for l.answer(cn.nc.Read(l.room())) {
 		}

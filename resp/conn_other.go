@@ -11,13 +11,6 @@ import (
 
 func rawConnOf(net.Conn) syscall.RawConn { return nil }
 
-func (l *loop) rawLoop(*endWatch, int64) {}
-
-type endWatch struct{}
-
-func newEndWatch() *endWatch                       { return nil }
-func (*endWatch) add(int64, *connection, int) bool { return false }
-func (*endWatch) remove(int64)                     {}
-func (*endWatch) close()                           {}
+func (l *loop) rawLoop() {}
 
 func rawWrite(int, []byte) (int, error) { return 0, nil }

@@ -86,7 +86,6 @@ type Server struct {
 	cmdStats     []commandStats // by command index
 	errorsByCode []atomic.Int64 // by ErrorCodes index
 	instant      instant        // INFO's instantaneous rates and memory peak
-	ends         *endWatch      // the end of raw-loop connections' streams (conn_linux.go); nil: none
 }
 
 // stats are the counters INFO reports.
@@ -157,8 +156,6 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
 	s.ln = ln
 	s.mu.Unlock()
-	s.ends = newEndWatch()
-	defer s.ends.close()
 	defer s.closeClients()
 	stopSampling := make(chan struct{})
 	defer close(stopSampling)

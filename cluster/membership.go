@@ -6,6 +6,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -50,6 +51,13 @@ func (c *Cluster) join(ctx context.Context, node, raftAddr, respAddr string) (Jo
 		c.log.Warn("join refused", "err", err)
 		return JoinResult{}, err
 	}
+	// Every check below reads the state machine, which after an election
+	// (a power cut of every node, say) may be behind the log: its member
+	// table without the joins it has not applied yet, and a member that
+	// restarts refused as forgotten.
+	if err := c.caughtUp(); err != nil {
+		return JoinResult{}, err
+	}
 	var id Identity
 	if node == c.cfg.NodeID {
 		// This node answers for itself without dialing raftAddr, so the
@@ -63,7 +71,10 @@ func (c *Cluster) join(ctx context.Context, node, raftAddr, respAddr string) (Jo
 		}
 	} else {
 		resp, err := c.call(ctx, raftAddr, &request{Op: opIdentify})
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrAuth):
+			return refuse("the node at its Raft address %s does not prove this cluster's secret: start it with this cluster's --cluster-secret (%v)", raftAddr, err)
+		case err != nil:
 			return refuse("no idserver answers on its Raft address %s (%v)", raftAddr, err)
 		}
 		id = *resp.Identity
@@ -302,6 +313,9 @@ func (c *Cluster) forget(node string) error {
 			return fmt.Errorf("%w: node %s leads and could not hand over leadership to be forgotten: %v", ErrNoLeader, node, err)
 		}
 		return fmt.Errorf("%w: node %s led; leadership moved to another member: retry the FORGET", ErrNoLeader, node)
+	}
+	if err := c.caughtUp(); err != nil { // the member table, as in join
+		return err
 	}
 	_, member := c.fsm.member(node)
 	voter := false

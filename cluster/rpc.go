@@ -622,6 +622,9 @@ func (c *Cluster) answer(req *request) *response {
 	case opForget:
 		return fail(c.forget(req.Node))
 	case opAlloc:
+		if err := c.caughtUp(); err != nil { // the member table, as in join
+			return fail(err)
+		}
 		if _, ok := c.fsm.member(req.Node); !ok {
 			// A forgotten node gets no more values: SET confirms only with
 			// members.

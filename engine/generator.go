@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -195,6 +196,26 @@ type Generator struct {
 	cursor    int64   // next gene NEXTID uses
 	uuidMS    int64   // time of the last UUIDv7 issued, ms since the epoch; -1: none
 	switches  uint64  // worker switches so far (SwitchWorker)
+	fast      fastPath
+}
+
+// fastPath is what an ID needs to be checked against (g.mu), taken with
+// one wall clock reading and recomputed with the next (newReading), when
+// the state it was computed from moves down (SwitchWorker) and, for the
+// lease and the window, which only move up outside g.mu, when a slot
+// reaches it (issueGen). A slot whose tick is below below passes every
+// check issueGen makes of it: the lease, the borrow (the clock went back,
+// or demand outran the layout), the time bits and the window, with
+// headroom enough that the background step needs no kick. Each call then
+// compares one number instead of five.
+type fastPath struct {
+	// until: the reading is the clock's millisecond while the monotonic
+	// clock is below it (wallReading.until); math.MinInt64 without
+	// Config.Monotonic, once closed, and after SwitchWorker, so that
+	// every call reads the clock again.
+	until        time.Duration
+	wall, wallMS int64 // the reading: its tick, and its ms since the epoch
+	below        int64 // the first tick that takes issueGen's checks
 }
 
 // New loads the stored high-water, starts the logical clock at
@@ -239,6 +260,7 @@ func New(cfg Config, now Clock, store HighWaterStore) (*Generator, error) {
 		kick:        make(chan struct{}, 1),
 		trouble:     make(chan struct{}, 1),
 		lanes:       make([]int64, 1<<l.GeneBits),
+		fast:        fastPath{until: math.MinInt64},
 	}
 	if g.sleep == nil {
 		g.sleep = time.Sleep
@@ -388,6 +410,13 @@ func (g *Generator) wallMS() (tick, ms int64) {
 // read again if its millisecond is over, and the monotonic clock now.
 func (g *Generator) reading() (*wallReading, time.Duration) {
 	m := g.mono()
+	return g.readingAt(m), m
+}
+
+// readingAt is the wall clock's reading in force at m, a reading of the
+// monotonic clock taken before the call: the last one, or a new one if m
+// is past its millisecond.
+func (g *Generator) readingAt(m time.Duration) *wallReading {
 	r := g.wall.Load()
 	if r == nil || m >= r.until {
 		// The monotonic clock is read before the wall clock, so that until
@@ -399,7 +428,7 @@ func (g *Generator) reading() (*wallReading, time.Duration) {
 		r.until = m + time.Duration((r.ms+1)*int64(time.Millisecond)-ns)
 		g.wall.Store(r)
 	}
-	return r, m
+	return r
 }
 
 // ticks is the tick the millisecond ms (since the epoch) lies in. In
@@ -439,8 +468,22 @@ func (g *Generator) sinceEpoch() time.Duration {
 	return time.Duration(r.ns) + m - r.mono
 }
 
-// NextID issues one ID, choosing the gene itself in turn.
+// NextID issues one ID, choosing the gene itself in turn. Within a reading
+// of the clock it takes the next slot under the lock and compares its tick
+// with one precomputed limit (fastPath); anything else, and the first call
+// after the reading's millisecond, goes through issueGen.
 func (g *Generator) NextID() (int64, error) {
+	m := g.monoNow()
+	g.mu.Lock()
+	if m < g.fast.until {
+		if slot, gn := g.nextSlot(-1); slot>>g.seqBits < g.fast.below {
+			g.take(slot, gn, -1)
+			id := g.slotID(slot)
+			g.mu.Unlock()
+			return id, nil
+		}
+	}
+	g.mu.Unlock()
 	var buf [1]int64
 	ids, _, err := g.issueGen(buf[:0], 1, -1)
 	if err != nil {
@@ -473,102 +516,179 @@ func (g *Generator) issue(dst []int64, n int, gene int64) ([]int64, error) {
 	return dst, err
 }
 
+// monoNow is the monotonic clock (Config.Monotonic), 0 without one.
+func (g *Generator) monoNow() time.Duration {
+	if g.mono == nil {
+		return 0
+	}
+	return g.mono()
+}
+
+// refresh takes a new reading of the clock if the one in force has run
+// out by now. g.mu is held.
+func (g *Generator) refresh() {
+	if m := g.monoNow(); m >= g.fast.until {
+		g.newReading(m)
+	}
+}
+
+// newReading makes the clock's reading at m (the monotonic clock; without
+// one, a reading of the wall clock) the one in force, moves the logical
+// clock to it and recomputes the fast path's limit. g.mu is held.
+func (g *Generator) newReading(m time.Duration) {
+	f := &g.fast
+	if g.mono == nil {
+		f.wallMS, f.until = g.now().UnixMilli()-g.epochMS, math.MinInt64
+	} else {
+		r := g.readingAt(m)
+		f.wallMS, f.until = r.ms, r.until
+	}
+	f.wall = g.ticks(f.wallMS)
+	g.tick(f.wall)
+	g.setBelow()
+}
+
+// setBelow recomputes the fast path's limit from the reading in force and
+// the state: below it, a tick is before the lease end, at most the borrow
+// ahead of the clock and the boot floor, inside the time bits, and at
+// least half a margin below the durable high-water (so below it too). It
+// kicks the background step when the headroom left to the clock is low,
+// which is the part of lowHeadroom no slot below the limit changes. The
+// lease and the high-water only go up outside g.mu, so a limit computed
+// before they moved is lower than it could be, never higher. g.mu is held.
+func (g *Generator) setBelow() {
+	r := g.reserved.Load()
+	g.fast.below = min(g.leaseTicks(g.leaseEnd.Load()), max(g.fast.wall, g.bootFloor)+g.borrowTicks+1,
+		g.maxTime, r-g.marginTicks/2+1)
+	if g.closed {
+		g.fast.below = math.MinInt64
+	}
+	if g.lowHeadroom(r, g.maxIssued>>g.seqBits, g.fast.wall) {
+		g.kickStep()
+	}
+}
+
+// kickStep asks the background step (Run) to extend the high-water now.
+func (g *Generator) kickStep() {
+	select {
+	case g.kick <- struct{}{}:
+	default:
+	}
+}
+
+// nextSlot is the slot the next ID of gene takes (gene < 0: NEXTID's, of
+// the gene whose turn it is), and that gene. g.mu is held.
+func (g *Generator) nextSlot(gene int64) (slot, gn int64) {
+	lo, gn := g.floor, gene
+	if gn < 0 {
+		gn = g.cursor
+		lo = max(lo, g.lastNext)
+	}
+	lo = max(lo, g.lanes[gn])
+	slot = lo&^g.geneMask | gn
+	if slot <= lo {
+		slot += g.geneStep
+	}
+	return slot, gn
+}
+
+// take records slot, of gene gn, as issued (gene < 0: as a NEXTID).
+// g.mu is held.
+func (g *Generator) take(slot, gn, gene int64) {
+	g.lanes[gn] = slot
+	if gene < 0 {
+		g.lastNext = slot
+		g.cursor = (gn + 1) & g.geneMask
+	}
+	g.maxIssued = max(g.maxIssued, slot)
+}
+
 // issueGen is issue, also returning the count of worker switches the IDs
 // were issued under (NextIDRuns extends a run only under the same one).
 func (g *Generator) issueGen(dst []int64, n int, gene int64) (_ []int64, switches uint64, _ error) {
-	wall, wallMS := g.wallMS()
+	m := g.monoNow()
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if m >= g.fast.until {
+		g.newReading(m)
+	}
 	if g.closed {
 		return dst, 0, ErrClosed
 	}
 	switches = g.switches
-	leaseMS := g.leaseEnd.Load() // under the lock: SwitchWorker replaces it
-	lease := g.leaseTicks(leaseMS)
-	g.tick(wall)
 	start := len(dst)
-	fresh := false // wall was read under the lock
+	fresh := false // the reading in force was checked under the lock
+	checked := false
 	for i := 0; i < n; {
-		lo, gn := g.floor, gene
-		if gn < 0 {
-			gn = g.cursor
-			lo = max(lo, g.lastNext)
-		}
-		lo = max(lo, g.lanes[gn])
-		slot := lo&^g.geneMask | gn
-		if slot <= lo {
-			slot += g.geneStep
-		}
-		t := slot >> g.seqBits
-		if t >= lease {
-			g.troubled()
-			return dst[:start], switches, g.leaseError(leaseMS, t)
-		}
-		if t-max(wall, g.bootFloor) > g.borrowTicks {
-			if !fresh {
-				// wall was read before the lock: another caller may have
-				// seen a later millisecond since. Read it again before
-				// telling a clock that went back from a stale reading.
-				wall, wallMS = g.wallMS()
-				fresh = true
-				g.tick(wall)
-				continue
-			}
-			ref := max(wall, g.bootFloor)
-			if g.cur > ref {
-				// The logical clock is ahead of both the clock and the
-				// boot floor: the wall clock went back.
-				g.troubled()
-				return dst[:start], switches, g.clockBackError(t*g.unitMS - wallMS)
-			}
-			// Demand outran 2^seq-bits IDs per tick: wait for the clock,
-			// until the moment it reaches tick t less the borrow and no
-			// longer (whole ticks from a reading inside one wait up to a
-			// tick too long; this is to the nanosecond).
-			g.mu.Unlock()
-			if d := time.Duration((t-g.borrowTicks)*g.unitMS)*time.Millisecond - g.sinceEpoch(); d > 0 {
-				g.wait(d)
-			}
-			wall, wallMS = g.wallMS()
-			fresh = false
-			g.mu.Lock()
-			if g.closed {
-				return dst[:start], switches, ErrClosed
-			}
-			leaseMS = g.leaseEnd.Load()
-			lease = g.leaseTicks(leaseMS)
-			if g.switches != switches {
-				// A fresh worker ID while this waited: start over on it
-				// (the IDs taken so far are dropped, a gap), so that one
-				// reply's IDs still increase.
-				dst, i, switches = dst[:start], 0, g.switches
-			}
-			g.tick(wall)
-			continue
-		}
-		if t >= g.maxTime {
-			return dst[:start], switches, ErrTimeExhausted
-		}
-		if t >= g.reserved.Load() {
-			// The background step fell behind: reserve now, on the hot path.
-			if err := g.reserve(g.horizon(t, wall)); err != nil {
-				return dst[:start], switches, err
+		slot, gn := g.nextSlot(gene)
+		if t := slot >> g.seqBits; t >= g.fast.below {
+			// The lease or the window may have moved up since the limit
+			// was computed.
+			g.setBelow()
+			if t >= g.fast.below {
+				checked = true
+				wall := g.fast.wall
+				leaseMS := g.leaseEnd.Load()
+				if t >= g.leaseTicks(leaseMS) {
+					g.troubled()
+					return dst[:start], switches, g.leaseError(leaseMS, t)
+				}
+				if t-max(wall, g.bootFloor) > g.borrowTicks {
+					if !fresh {
+						// The reading may be older than the millisecond
+						// another caller already moved the logical clock
+						// to: read the clock again before telling a clock
+						// that went back from a stale reading.
+						fresh = true
+						g.refresh()
+						continue
+					}
+					ref := max(wall, g.bootFloor)
+					if g.cur > ref {
+						// The logical clock is ahead of both the clock and the
+						// boot floor: the wall clock went back.
+						g.troubled()
+						return dst[:start], switches, g.clockBackError(t*g.unitMS - g.fast.wallMS)
+					}
+					// Demand outran 2^seq-bits IDs per tick: wait for the clock,
+					// until the moment it reaches tick t less the borrow and no
+					// longer (whole ticks from a reading inside one wait up to a
+					// tick too long; this is to the nanosecond).
+					g.mu.Unlock()
+					if d := time.Duration((t-g.borrowTicks)*g.unitMS)*time.Millisecond - g.sinceEpoch(); d > 0 {
+						g.wait(d)
+					}
+					g.mu.Lock()
+					if g.closed {
+						return dst[:start], switches, ErrClosed
+					}
+					g.refresh()
+					fresh = true
+					if g.switches != switches {
+						// A fresh worker ID while this waited: start over on it
+						// (the IDs taken so far are dropped, a gap), so that one
+						// reply's IDs still increase.
+						dst, i, switches = dst[:start], 0, g.switches
+					}
+					continue
+				}
+				if t >= g.maxTime {
+					return dst[:start], switches, ErrTimeExhausted
+				}
+				if t >= g.reserved.Load() {
+					// The background step fell behind: reserve now, on the hot path.
+					if err := g.reserve(g.horizon(t, wall)); err != nil {
+						return dst[:start], switches, err
+					}
+				}
 			}
 		}
-		g.lanes[gn] = slot
-		if gene < 0 {
-			g.lastNext = slot
-			g.cursor = (gn + 1) & g.geneMask
-		}
-		g.maxIssued = max(g.maxIssued, slot)
-		dst = append(dst, slot>>g.seqBits<<g.timeShift|g.worker|slot&g.fieldMask)
+		g.take(slot, gn, gene)
+		dst = append(dst, g.slotID(slot))
 		i++
 	}
-	if g.lowHeadroom(g.reserved.Load(), g.maxIssued>>g.seqBits, wall) {
-		select {
-		case g.kick <- struct{}{}:
-		default:
-		}
+	if checked && g.lowHeadroom(g.reserved.Load(), g.maxIssued>>g.seqBits, g.fast.wall) {
+		g.kickStep()
 	}
 	return dst, switches, nil
 }
@@ -710,6 +830,7 @@ func (g *Generator) SwitchWorker(worker, startAboveMS, leaseEndMS int64) error {
 	}
 	g.reserved.Store(hw)
 	g.switches++
+	g.fast.until = math.MinInt64 // the limit was the old worker's
 	g.worker = worker << g.seqBits
 	g.leaseEnd.Store(leaseEndMS)
 	g.clockWhy.Store(nil)
@@ -750,6 +871,7 @@ func (g *Generator) Close() error {
 		return nil
 	}
 	g.closed = true
+	g.fast.until, g.fast.below = math.MinInt64, math.MinInt64
 	g.reserveMu.Lock()
 	defer g.reserveMu.Unlock()
 	exact := g.maxIssued>>g.seqBits + 1

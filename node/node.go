@@ -622,13 +622,25 @@ func (n *Node) joinThrough(ctx context.Context, member string) (worker, startAbo
 	var re redis.Error
 	switch {
 	case errors.As(err, &re) && !strings.HasPrefix(re.Error(), "TRYAGAIN") && !strings.HasPrefix(re.Error(), "LOADING"):
-		return 0, 0, 0, fmt.Errorf("%w: %s answered: %v", cluster.ErrRefused, member, err)
+		return 0, 0, 0, fmt.Errorf("%w: %s answered: %v%s", cluster.ErrRefused, member, err, joinHint(re.Error()))
 	case err != nil:
 		return 0, 0, 0, err
 	case len(v) != 3:
 		return 0, 0, 0, fmt.Errorf("%s answered CLUSTER JOIN with %v", member, v)
 	}
 	return v[0], v[1], v[2], nil
+}
+
+// joinHint says what a refusal of CLUSTER JOIN by a member's RESP port
+// most likely means, for the two an operator meets first.
+func joinHint(reply string) string {
+	switch {
+	case strings.HasPrefix(reply, "NOAUTH"), strings.HasPrefix(reply, "WRONGPASS"):
+		return " (start this node with the cluster's --requirepass)"
+	case strings.Contains(reply, "unknown subcommand") || strings.Contains(reply, "unknown command"):
+		return " (is it an idserver? --join names the RESP addresses of idserver members)"
+	}
+	return ""
 }
 
 // checkInLoop keeps checking in, in the background, after a start that

@@ -105,6 +105,26 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		clock, debugClock = offset.Now, offset
 		log.Warn("--enable-debug-command: DEBUG CLOCK can step this node's clock")
 	}
+	// Signals are caught before the node opens (it serves before Open
+	// returns, and a join may wait minutes): one that comes during the start
+	// stops the node as soon as it is up; a second one exits at once.
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
+	opened := make(chan struct{})
+	go func() {
+		select {
+		case <-opened:
+		case sig := <-signals:
+			log.Info("signal during the start: stopping once the node is up (a second one exits now)", "signal", sig.String())
+			select {
+			case <-opened:
+				signals <- sig
+			case <-signals:
+				log.Warn("second signal during the start: exiting now")
+				os.Exit(1)
+			}
+		}
+	}()
 	n, err := node.Open(node.Config{
 		Now: clock, Debug: debugClock,
 		Bind: cfg.Bind, Port: cfg.Port, Advertise: cfg.Advertise, RaftAddr: cfg.RaftAddr, RaftAdvertise: cfg.RaftAdv,
@@ -115,6 +135,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		TLSServer: tlsServer, TLSClient: tlsClient, PublicKey: cfg.PublicKeyBytes,
 		Voters: cfg.Voters, DeadMemberAfter: cfg.DeadAfter, Zone: cfg.Zone,
 	})
+	close(opened)
 	if err != nil {
 		return fail(err)
 	}
@@ -122,8 +143,6 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		metrics.serve(&metricSources{resp: n.Server, gen: n.Gen, segs: n.Segments, cl: n.Cluster})
 	}
 
-	signals := make(chan os.Signal, 1)
-	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
 	code := 0
 	select {
 	case sig := <-signals:

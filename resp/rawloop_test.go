@@ -76,6 +76,31 @@ func TestRawLoopSeesTheEndOfAStreamAfterItsLastBytes(t *testing.T) {
 	}
 }
 
+// TestRawLoopAnswersAHalfClosedPipelineToItsEnd: a client that sends a
+// pipeline larger than the read buffer and its FIN at once gets every
+// reply, in order, then the server's close: nothing the client sent
+// before its FIN is dropped.
+func TestRawLoopAnswersAHalfClosedPipelineToItsEnd(t *testing.T) {
+	_, addr := startServerT(t, Config{})
+	for i := range 20 {
+		n := 1 + i*300 // up to 5,701 commands, 80 KiB
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.SetDeadline(time.Now().Add(10 * time.Second))
+		go func() {
+			io.WriteString(conn, strings.Repeat("*2\r\n$4\r\nECHO\r\n$3\r\nabc\r\n", n))
+			conn.(*net.TCPConn).CloseWrite()
+		}()
+		out, err := io.ReadAll(conn)
+		conn.Close()
+		if want := strings.Repeat("$3\r\nabc\r\n", n); err != nil || string(out) != want {
+			t.Fatalf("%d ECHOs then FIN: %d bytes of replies, %v; want %d and the server's close", n, len(out), err, len(want))
+		}
+	}
+}
+
 // pipelineInPieces sends n commands (PING, NEXTID, ECHO of 1 byte to 20
 // KiB) written in pieces of 1 to 600 bytes, with pauses, and reads the n
 // replies as they come.

@@ -126,11 +126,49 @@ func (s *Server) runIDs(c *client, cn *connection, n int, gene int64) int {
 		return 0
 	}
 	s.countIssued(c, len(ids))
+	var replies intReplies
 	for _, id := range ids {
-		cn.out = redcon.AppendInt(cn.out, id)
+		cn.out = replies.append(cn.out, id)
 		cn.grew()
 	}
 	return len(ids)
+}
+
+// intReplies writes the integer replies of a run (":v\r\n" each), each
+// from the one before: a run's values increase and lie close together
+// (INCR's are consecutive, NEXTID's a gene or a sequence step apart), so a
+// reply is the last one's digits with the difference added in place, a few
+// digits' work instead of a whole conversion (which was two fifths of the
+// command path's CPU at pipeline 32). The bytes are redcon.AppendInt's.
+type intReplies struct {
+	reply [24]byte // the last reply: ':', its digits, "\r\n"
+	size  int      // its length; 0 before the first
+	last  int64
+}
+
+// append appends v's reply to out.
+func (r *intReplies) append(out []byte, v int64) []byte {
+	if r.size == 0 || r.last < 0 || v <= r.last || !r.add(uint64(v-r.last)) {
+		r.size = len(redcon.AppendInt(r.reply[:0], v))
+	}
+	r.last = v
+	return append(out, r.reply[:r.size]...)
+}
+
+// add adds d to the last reply's digits, which are those of a number of at
+// least 0; false when the sum has more digits (the reply is then written
+// whole).
+func (r *intReplies) add(d uint64) bool {
+	var carry uint64
+	for i := r.size - 3; d > 0 || carry > 0; i-- {
+		if i == 0 { // r.reply[0] is ':'
+			return false
+		}
+		x := uint64(r.reply[i]-'0') + d%10 + carry
+		r.reply[i] = byte('0' + x%10)
+		d, carry = d/10, x/10
+	}
+	return true
 }
 
 // segmentRunner is a SegmentServer that hands out what is left of a
@@ -153,6 +191,7 @@ func runIncr(s *Server, c *client, cn *connection, tag []byte, n int) int {
 		c.tag = string(tag)
 	}
 	runner, _ := s.cfg.Segments.(segmentRunner)
+	var replies intReplies
 	done := 0
 	for done < n {
 		var first, last int64
@@ -169,7 +208,7 @@ func runIncr(s *Server, c *client, cn *connection, tag []byte, n int) int {
 		got := int(last - first + 1)
 		s.cmdStats[c.cmd].issued.Add(int64(got))
 		for i := range got { // not v <= last: last may be the largest int64
-			cn.out = redcon.AppendInt(cn.out, first+int64(i))
+			cn.out = replies.append(cn.out, first+int64(i))
 			cn.grew()
 		}
 		done += got

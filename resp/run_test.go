@@ -3,11 +3,14 @@ package resp
 import (
 	"bufio"
 	"math"
+	"math/rand/v2"
 	"net"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tidwall/redcon"
 
 	"idserver/engine"
 )
@@ -185,6 +188,39 @@ func TestRunErrorsAreEachCommands(t *testing.T) {
 // parse, look up, run, append the reply, for one command at a time (P1)
 // and for a pipeline of 32 (P32), without the socket. It allocates
 // nothing per command (-benchmem: 0 allocs/op).
+// TestIntRepliesAreRedconsBytes: the replies of a run, each written from
+// the one before, are byte for byte redcon.AppendInt's, across carries
+// (9 to 10, 999 to 1000, into a new digit), steps of every size, values
+// that go down or repeat, negatives and the ends of int64.
+func TestIntRepliesAreRedconsBytes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	var values []int64
+	for _, start := range []int64{0, 1, 8, 95, 998, 99_999, 1<<53 - 3, 253561772353519712, math.MaxInt64 - 40, -12, math.MinInt64} {
+		v := start
+		for range 60 {
+			values = append(values, v)
+			switch rng.IntN(6) {
+			case 0:
+				v += int64(rng.IntN(300))
+			case 1:
+				v -= int64(rng.IntN(5))
+			case 2:
+				v += int64(rng.IntN(1 << 22))
+			default:
+				v++
+			}
+		}
+	}
+	var r intReplies
+	var got []byte
+	for i, v := range values {
+		got = r.append(got[:0], v)
+		if want := redcon.AppendInt(nil, v); string(got) != string(want) {
+			t.Fatalf("value %d (%d), after %d: %q, want %q", i, v, values[max(i-1, 0)], got, want)
+		}
+	}
+}
+
 func BenchmarkDispatch(b *testing.B) {
 	gen, err := engine.New(engine.Config{Layout: engine.Layout{Epoch: engine.DefaultLayout().Epoch, TimeBits: 41, WorkerBits: 2, SeqBits: 20, GeneBits: 8},
 		Worker: 3, MaxBorrow: time.Hour, LeaseEndMS: math.MaxInt64}, time.Now, &memHighWater{})

@@ -887,7 +887,14 @@ func TestZoneLossKeepsAMajority(t *testing.T) {
 	stop := make(chan struct{})
 	wg := loadEvery(s, h, stop)
 	time.Sleep(time.Second)
-	lost := zones[s.leader(alive)%3]
+	// A leader may be stepping down under the load (the Raft timeouts are
+	// fixed): the zone to kill is the next leader's.
+	leader := -1
+	waitFor(t, 20*time.Second, "a leader under load", func() (bool, string) {
+		leader = s.leader(alive)
+		return leader >= 0, "none"
+	})
+	lost := zones[leader%3]
 	killed := time.Now()
 	var survivors []int
 	for i := range s.pods {

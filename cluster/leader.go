@@ -79,7 +79,11 @@ func (c *Cluster) watchRole() {
 		if c.fsm.publicKey() == nil && c.IsLeader() && c.ClusterID() != "" {
 			c.proposePublicKey()
 		}
-		c.pilot.steer(c.IsLeader())
+		// Autopilot acts on the state machine's member table (KnownServers):
+		// a new leader's may be behind its log (after a power cut of every
+		// node), without the members that joined lately, which autopilot
+		// would then take for strays and remove. It starts once caught up.
+		c.pilot.steer(c.IsLeader() && c.caughtUp() == nil)
 	}
 }
 

@@ -799,6 +799,11 @@ func (nm *nemesis) repair() []string {
 		}
 		did = append(did, fmt.Sprintf("%s refused to start (%s): %s", p.nodeID, firstLine(err.Error()), what))
 	}
+	// The member list is read once the cluster has settled: a leader just
+	// elected after a power cut of every node lists what its state machine
+	// has applied, which may lack the members that joined lately, and
+	// replacing those would take live members away.
+	nm.waitSettled(30 * time.Second)
 	if info, err := nm.leaderInfo(-1, 10*time.Second); err != nil {
 		problems = append(problems, "member list: "+err.Error())
 	} else {

@@ -49,6 +49,12 @@ type Status struct {
 
 // Status reports this node's view of the cluster.
 func (c *Cluster) Status() Status {
+	if c.IsLeader() {
+		// A new leader lists its members once its state machine has applied
+		// the log (after a power cut of every node it may be behind: the
+		// members that joined lately missing), once per term.
+		c.caughtUp()
+	}
 	st := c.raft.Stats()
 	leader, _ := c.Leader()
 	_, leaderID := c.raft.LeaderWithID()

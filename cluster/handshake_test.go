@@ -234,18 +234,9 @@ func TestHandshake(t *testing.T) {
 // secret, not the cluster ID, is what keeps it out.
 func TestForgedRaftRPCsNeedTheSecret(t *testing.T) {
 	log := &testproc.Buffer{}
-	store := openStore(t)
-	c, err := Open(Config{NodeID: "n1", Dir: t.TempDir(), RaftBind: "127.0.0.1:0", Secret: "pw",
-		Layout: engine.DefaultLayout(), Store: store, Logger: slog.New(slog.NewTextHandler(log, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := soloLeader(t, log)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if _, err := c.WaitForLeader(ctx); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := c.allocLocal(ctx, []allocItem{{Tag: "orders", N: 10, Node: "n1"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -421,17 +412,7 @@ func TestRaftStreamForAnotherNodeIsRefused(t *testing.T) {
 // the state machine named a replaced member's old ID at its successor's
 // address; every vote request was refused and no leader was elected again.
 func TestRaftStreamsNameRaftsMember(t *testing.T) {
-	c, err := Open(Config{NodeID: "n1", Dir: t.TempDir(), RaftBind: "127.0.0.1:0", Secret: "pw",
-		Layout: engine.DefaultLayout(), Store: openStore(t), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if _, err := c.WaitForLeader(ctx); err != nil {
-		t.Fatal(err)
-	}
+	c := soloLeader(t, io.Discard)
 	addr := c.RaftAddr()
 	if got := c.memberAt(addr); got != "n1" {
 		t.Fatalf("member at %s: %q, want n1", addr, got)
@@ -443,4 +424,22 @@ func TestRaftStreamsNameRaftsMember(t *testing.T) {
 	if got := c.memberAt(addr); got != "n1" {
 		t.Fatalf("with the state machine naming n0-old at %s, a stream there names %q; want n1, Raft's member", addr, got)
 	}
+}
+
+// soloLeader opens a one-node cluster "n1" with the secret "pw", logging to
+// log, and waits until it leads; it is closed when the test ends.
+func soloLeader(t *testing.T, log io.Writer) *Cluster {
+	t.Helper()
+	c, err := Open(Config{NodeID: "n1", Dir: t.TempDir(), RaftBind: "127.0.0.1:0", Secret: "pw",
+		Layout: engine.DefaultLayout(), Store: openStore(t), Logger: slog.New(slog.NewTextHandler(log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := c.WaitForLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

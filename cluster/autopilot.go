@@ -11,8 +11,8 @@ package cluster
 //   - A member the leader has not heard from for Config.DeadMemberAfter is
 //     failed: autopilot removes it as FORGET does (forget), never below
 //     the quorum floor (MinQuorum) nor more than a minority at once.
-//   - A failed or lagging voter is replaced by a healthy non-voter (it is
-//     demoted, the other promoted) long before it is removed.
+//   - A failed or lagging voter is replaced by a healthy non-voter (the
+//     other is promoted, then it is demoted) long before it is removed.
 
 import (
 	"context"
@@ -459,6 +459,18 @@ func (p voterPromoter) CalculatePromotionsAndDemotions(conf *autopilot.Config, s
 		case !want[id] && voting:
 			changes.Demotions = append(changes.Demotions, id)
 		}
+	}
+	// Promotions first, demotions only once none is left. raft-autopilot
+	// would demote a failed voter first (of an odd count), to keep the
+	// quorum small; but a voter that is only slow or cut off then may
+	// take the demotion, stop campaigning and hold the longest log: if the
+	// leader is cut off at that moment, no other voter can win an election
+	// until it is back (the fault campaign saw 57 s without a leader). A
+	// promotion first leaves that node a voter, and the voter count it
+	// raises for a round tolerates as many failures as the demotion's
+	// would: three of four voters alive against two of two.
+	if len(changes.Promotions) > 0 {
+		changes.Demotions = nil
 	}
 	sort.Slice(changes.Promotions, func(i, j int) bool { return changes.Promotions[i] < changes.Promotions[j] })
 	sort.Slice(changes.Demotions, func(i, j int) bool { return changes.Demotions[i] < changes.Demotions[j] })

@@ -70,7 +70,7 @@ func TestPromoterKeepsAnOddCappedVoterSet(t *testing.T) {
 			[]server{{"a", L, true, ""}, {"b", V, true, ""}}, time.Minute, "[]", "[b]", 1},
 		{"four healthy voters left are cut to three", 5,
 			[]server{{"a", L, true, ""}, {"b", V, true, ""}, {"c", V, true, ""}, {"d", V, true, ""}}, time.Minute, "[]", "[d]", 3},
-		{"a failed voter is replaced by a healthy non-voter", 3,
+		{"a failed voter is replaced by a healthy non-voter, promoted before the other is demoted", 3,
 			[]server{{"a", L, true, ""}, {"b", V, true, ""}, {"c", V, false, ""}, {"d", N, true, ""}}, time.Minute, "[d]", "[c]", 3},
 		{"a failed voter keeps its vote while nobody can take it", 3,
 			[]server{{"a", L, true, ""}, {"b", V, true, ""}, {"c", V, false, ""}, {"d", N, false, ""}}, time.Minute, "[]", "[]", 3},
@@ -88,29 +88,45 @@ func TestPromoterKeepsAnOddCappedVoterSet(t *testing.T) {
 				{"b3", N, true, "b"}, {"c1", V, true, "c"}, {"c2", N, true, "c"}, {"c3", N, true, "c"}}, time.Minute, "[b3 c2]", "[a1 a2]", 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := stateOf(tc.servers, tc.stable)
-			ch := voterPromoter{max: tc.max}.CalculatePromotionsAndDemotions(conf, s)
-			if got := ids(ch.Promotions); got != tc.promote {
+			// Autopilot's rounds: each applies the changes of the one
+			// before, until there are none.
+			servers := append([]server(nil), tc.servers...)
+			var promoted, demoted []raft.ServerID
+			for round := 0; ; round++ {
+				if round == 4 {
+					t.Fatalf("still changing after %d rounds", round)
+				}
+				ch := voterPromoter{max: tc.max}.CalculatePromotionsAndDemotions(conf, stateOf(servers, tc.stable))
+				if len(ch.Promotions) == 0 && len(ch.Demotions) == 0 {
+					break
+				}
+				if len(ch.Promotions) > 0 && len(ch.Demotions) > 0 {
+					t.Errorf("round %d promotes %s and demotes %s: demotions must wait for the promotions", round, ids(ch.Promotions), ids(ch.Demotions))
+				}
+				promoted, demoted = append(promoted, ch.Promotions...), append(demoted, ch.Demotions...)
+				for i := range servers {
+					for _, id := range ch.Promotions {
+						if string(id) == servers[i].id {
+							servers[i].state = V
+						}
+					}
+					for _, id := range ch.Demotions {
+						if string(id) == servers[i].id {
+							servers[i].state = N
+						}
+					}
+				}
+			}
+			if got := ids(promoted); got != tc.promote {
 				t.Errorf("promotions %s, want %s", got, tc.promote)
 			}
-			if got := ids(ch.Demotions); got != tc.demote {
+			if got := ids(demoted); got != tc.demote {
 				t.Errorf("demotions %s, want %s", got, tc.demote)
 			}
 			voters := 0
-			for _, srv := range tc.servers {
-				voters++
-				for _, d := range ch.Demotions {
-					if string(d) == srv.id {
-						voters--
-					}
-				}
-				if srv.state == N {
-					voters--
-					for _, p := range ch.Promotions {
-						if string(p) == srv.id {
-							voters++
-						}
-					}
+			for _, srv := range servers {
+				if srv.state != N {
+					voters++
 				}
 			}
 			if voters != tc.wantVoters {

@@ -61,6 +61,7 @@ type pilot struct {
 	led      time.Time            // when this node's last leadership ended
 	ledHeard map[string]time.Time // heard, as it was then
 	removing map[string]bool      // a removal in flight
+	kept     map[string]bool      // dead members whose keeping this leadership logged
 	joining  map[string]joiner    // in the Raft configuration, not yet in the state machine
 
 	state atomic.Pointer[autopilot.State] // the leader's latest view
@@ -97,7 +98,7 @@ type memberStats struct {
 // newPilot sets autopilot up for c; it runs only while c leads.
 func newPilot(c *Cluster, hlog hclog.Logger) *pilot {
 	t := c.timing
-	p := &pilot{c: c, heard: map[string]time.Time{}, removing: map[string]bool{}, joining: map[string]joiner{}}
+	p := &pilot{c: c, heard: map[string]time.Time{}, removing: map[string]bool{}, kept: map[string]bool{}, joining: map[string]joiner{}}
 	p.conf = autopilot.Config{
 		CleanupDeadServers: c.cfg.DeadMemberAfter > 0,
 		// A follower hears from the leader every tenth of a heartbeat
@@ -128,6 +129,7 @@ func (p *pilot) steer(leader bool) {
 		p.mu.Lock()
 		p.since = time.Now()
 		p.heard = p.inherited(p.since)
+		p.kept = map[string]bool{}
 		p.mu.Unlock()
 		p.ap.Start(context.Background())
 		p.c.log.Info("autopilot started", "voters", p.c.cfg.Voters, "dead_member_after", p.c.cfg.DeadMemberAfter.String())
@@ -307,10 +309,55 @@ func (p *pilot) FetchServerStats(ctx context.Context, servers map[raft.ServerID]
 // its RemoveServer), and are dead, the same way as autopilot's own.
 func (p *pilot) NotifyState(s *autopilot.State) {
 	p.state.Store(s)
-	for _, srv := range p.KnownServers() {
+	known := p.KnownServers()
+	for _, srv := range known {
 		if _, inRaft := s.Servers[srv.ID]; !inRaft && srv.NodeStatus == autopilot.NodeFailed {
 			p.RemoveFailedServer(srv)
 		}
+	}
+	p.explainKept(s, known)
+}
+
+// explainKept logs, once per member and leadership, a dead member still in
+// the Raft configuration a few rounds after it was found dead, and why:
+// autopilot keeps one without a word when removing it would leave fewer
+// members that can vote than the floor (MinQuorum) or remove a majority of
+// the voters, and members of the configuration that the state machine does
+// not know count for neither.
+func (p *pilot) explainKept(s *autopilot.State, known map[raft.ServerID]*autopilot.Server) {
+	potential := 0
+	var unknown []string
+	for id := range s.Servers {
+		if _, ok := known[id]; ok {
+			potential++
+		} else {
+			unknown = append(unknown, string(id))
+		}
+	}
+	sort.Strings(unknown)
+	now := time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for id, srv := range s.Servers {
+		node := string(id)
+		k, ok := known[id]
+		if !ok || k.NodeStatus != autopilot.NodeFailed || p.kept[node] || p.removing[node] {
+			continue
+		}
+		silent := p.silentFor(node, now)
+		if silent < p.c.cfg.DeadMemberAfter+5*p.c.timing.Autopilot {
+			continue
+		}
+		why := "autopilot has not removed it"
+		switch {
+		case potential-1 < int(p.conf.MinQuorum):
+			why = fmt.Sprintf("removing it would leave %d members that can vote, fewer than %d: replace it, or add a member", potential-1, p.conf.MinQuorum)
+		case srv.HasVotingRights() && (potential-1)/2 < 1:
+			why = "removing it would remove a majority of the voters"
+		}
+		p.kept[node] = true
+		p.c.log.Warn("dead member kept", "node", node, "silent_for", silent.Round(time.Millisecond).String(), "why", why,
+			"voters", len(s.Voters), "in_raft_not_in_state_machine", unknown)
 	}
 }
 

@@ -333,3 +333,55 @@ func TestDeadMemberRemovedAcrossLeadershipChanges(t *testing.T) {
 	}
 	t.Fatalf("%s, stopped for good, is still a member after %v and %d changes of leadership (DeadMemberAfter 6 s)", dead.id, time.Since(began).Round(time.Second), changes)
 }
+
+// TestDeadMemberKeptAtTheFloorSaysWhy: three members, one stopped for good.
+// Removing it would leave two members that can vote, below the floor of
+// three, so autopilot keeps it, which it does without a word: the leader
+// says so once (per leadership), and why, so that an operator knows to
+// replace the node.
+func TestDeadMemberKeptAtTheFloorSaysWhy(t *testing.T) {
+	logs := &testproc.Buffer{}
+	mod := func(c *idnode.Config) {
+		c.WorkerLease, c.DeadMemberAfter, c.Voters = 2*time.Second, 2*time.Second, 3
+		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	}
+	var nodes []*node
+	for i := 1; i <= 3; i++ {
+		var via *node
+		if i > 1 {
+			via = nodes[0]
+		}
+		n, err := openNode(t, fmt.Sprintf("n%d", i), t.TempDir(), via, mod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, n)
+	}
+	dead := nodes[2]
+	if leader(t, nodes) == dead {
+		dead = nodes[1]
+	}
+	dead.stop()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		for _, line := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(line, `msg="dead member kept"`) && strings.Contains(line, "node="+dead.id) {
+				if !strings.Contains(line, "would leave 2 members that can vote, fewer than 3") {
+					t.Fatalf("the reason is not the floor: %s", line)
+				}
+				time.Sleep(3 * time.Second) // three more rounds of autopilot
+				if kept, led := strings.Count(logs.String(), `msg="dead member kept"`), strings.Count(logs.String(), `msg="autopilot started"`); kept > led {
+					t.Errorf("logged %d times in %d leaderships, want once in each", kept, led)
+				}
+				for _, n := range nodes {
+					if n != dead && n.cl.IsLeader() {
+						if info, err := n.rdb.Do(context.Background(), "CLUSTER", "INFO").Text(); err != nil || !strings.Contains(info, "id="+dead.id+",") {
+							t.Fatalf("%s no longer a member (err %v):\n%s", dead.id, err, info)
+						}
+					}
+				}
+				return
+			}
+		}
+	}
+	t.Fatalf("no \"dead member kept\" line for %s in 30 s:\n%s", dead.id, logs.String())
+}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"idserver/engine"
+	"idserver/persist"
 )
 
 // Fault kinds.
@@ -791,6 +792,12 @@ func (nm *nemesis) repair() []string {
 		if p == nil || !p.exited() {
 			problems = append(problems, err.Error())
 			continue // slow, not refused: it may still come up
+		}
+		if tail := tailLog(p.logf, 5); strings.Contains(tail, persist.ErrDamaged.Error()) {
+			// No fault damages a disk (a power cut drops only what was
+			// never synced): a node that refuses its own directory as
+			// damaged lost what it synced, or its check is wrong.
+			c.hist.addMembership(Anomaly{At: c.since(), Kind: "refused-damaged", Msg: fmt.Sprintf("%s refused its own directory as damaged; log %s\n%s", p.nodeID, p.logf, indent(tail))})
 		}
 		what, rerr := nm.replaceAtAddress(n)
 		if rerr != nil {

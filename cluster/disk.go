@@ -196,20 +196,3 @@ func applyAnswer[T any](resp any, entry string) (T, error) {
 	}
 	return v, nil
 }
-
-// syncDirs fsyncs each directory, so that the names created in it so far
-// survive a power cut (a file's own fsync does not make its name durable).
-func syncDirs(dirs ...string) error {
-	for _, dir := range dirs {
-		f, err := os.Open(dir)
-		if err != nil {
-			return err
-		}
-		err = f.Sync()
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("fsync %s: %w", dir, err)
-		}
-	}
-	return nil
-}

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -203,15 +204,37 @@ type removedError struct {
 func (e *removedError) Error() string { return e.err.Error() }
 func (e *removedError) Unwrap() error { return e.err }
 
-// MoveAside moves everything in dir but its lock file into dir/removed,
-// replacing what an earlier move left there, and syncs dir; it returns
-// dir/removed.
-func MoveAside(dir string) (string, error) {
+// MoveAside moves everything in cfg.Dir but its lock file into
+// cfg.Dir/removed, replacing what an earlier move left there, and syncs
+// cfg.Dir; it returns cfg.Dir/removed. cfg is Rejoin's: the move goes
+// through cfg.Dir/removed.tmp, which first records cfg's node ID and join
+// addresses, so that a start after a move cut short (a kill, a power cut)
+// finishes it and joins again the same way (Interrupted).
+func MoveAside(cfg Config) (string, error) {
+	dir := cfg.Dir
 	aside, tmp := filepath.Join(dir, "removed"), filepath.Join(dir, "removed.tmp")
-	if err := os.RemoveAll(tmp); err != nil {
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
 		return "", err
 	}
-	if err := os.Mkdir(tmp, 0o755); err != nil {
+	note, err := json.Marshal(rejoinNote{Node: cfg.NodeID, Join: cfg.Join})
+	if err != nil {
+		return "", err
+	}
+	f, err := os.Create(filepath.Join(tmp, rejoinFile))
+	if err != nil {
+		return "", err
+	}
+	_, err = f.Write(note)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = persist.SyncDirs(tmp, dir)
+	}
+	if err != nil {
 		return "", err
 	}
 	entries, err := os.ReadDir(dir)
@@ -234,6 +257,30 @@ func MoveAside(dir string) (string, error) {
 		return "", err
 	}
 	return aside, persist.SyncDirs(dir)
+}
+
+// rejoinFile, in removed.tmp, is how a cut-short move joins again.
+const rejoinFile = "REJOIN.json"
+
+type rejoinNote struct {
+	Node string `json:"node"`
+	Join string `json:"join"`
+}
+
+// Interrupted reports whether a MoveAside of cfg.Dir was cut short, and
+// gives the configuration it was joining again with, for MoveAside to
+// finish the move and Open to join.
+func Interrupted(cfg Config) (Config, bool) {
+	b, err := os.ReadFile(filepath.Join(cfg.Dir, "removed.tmp", rejoinFile))
+	var note rejoinNote
+	if err != nil || json.Unmarshal(b, &note) != nil || note.Node == "" {
+		return cfg, false
+	}
+	cfg.NodeID = note.Node
+	if cfg.Join == "" {
+		cfg.Join = note.Join
+	}
+	return cfg, true
 }
 
 // Open starts a node. Its RESP port answers at once, -LOADING until the
@@ -609,7 +656,7 @@ func (n *Node) workerID() (worker, startAbove, lease int64, err error) {
 		// Removed while it was down. Asked again a second later, so that
 		// the directory is moved aside only on two answers.
 		time.Sleep(time.Second)
-		if _, _, _, err = n.checkIn(ctx, !ownCluster); cluster.RefusedAsRemoved(err) {
+		if jw, jabove, jlease, err = n.checkIn(ctx, !ownCluster); cluster.RefusedAsRemoved(err) {
 			err = &removedError{node: n.ID, members: n.Cluster.PeerAddrs(), err: err}
 		}
 	}

@@ -340,7 +340,8 @@ func (f *fsm) waitRoom(index uint64) bool {
 		return true
 	}
 	f.log.Warn("the state machine waits for disk space", "index", index, "err", err)
-	f.full.Store(&err)
+	full := err // the loop below moves err on
+	f.full.Store(&full)
 	defer f.full.Store(nil)
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()

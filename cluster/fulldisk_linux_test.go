@@ -3,15 +3,19 @@ package cluster_test
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"idserver/cluster"
+	idnode "idserver/node"
 )
 
 // TestLeaderOnAFullDiskAnswersWithinTheApplyBudget: a one-node cluster
@@ -32,7 +36,11 @@ func TestLeaderOnAFullDiskAnswersWithinTheApplyBudget(t *testing.T) {
 		t.Skipf("cannot mount a tmpfs: %v", err)
 	}
 	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
-	nd := startNode(t, "n1", filepath.Join(mnt, "n1"), nil, 0)
+	steps := &countingHandler{Handler: slog.NewTextHandler(io.Discard, nil), prefix: "high-water step failed"}
+	nd, err := openNode(t, "n1", filepath.Join(mnt, "n1"), nil, func(c *idnode.Config) { c.Logger = slog.New(steps) })
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, _, err := nd.cl.Set(ctx, "t", 10, ""); err != nil {
@@ -74,6 +82,11 @@ func TestLeaderOnAFullDiskAnswersWithinTheApplyBudget(t *testing.T) {
 			t.Fatalf("no answer %v after the disk filled (apply budget %v)", time.Since(start).Round(time.Millisecond), budget)
 		}
 	}
+	// The generator's high-water step fails eight times a window while the
+	// disk is full: logged once a second (QA: 19 lines a second).
+	if n, full := steps.n.Load(), time.Since(start); n > int64(full/time.Second)+2 {
+		t.Errorf("%d 'high-water step failed' lines in the %v the disk was full, want one a second", n, full.Round(time.Millisecond))
+	}
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
@@ -83,4 +96,18 @@ func TestLeaderOnAFullDiskAnswersWithinTheApplyBudget(t *testing.T) {
 	if _, _, err := nd.cl.Set(ctx, "t", 30, ""); err != nil {
 		t.Errorf("SET once space is freed: %v", err)
 	}
+}
+
+// countingHandler counts the records whose message starts with prefix.
+type countingHandler struct {
+	slog.Handler
+	prefix string
+	n      atomic.Int64
+}
+
+func (h *countingHandler) Handle(ctx context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, h.prefix) {
+		h.n.Add(1)
+	}
+	return h.Handler.Handle(ctx, r)
 }

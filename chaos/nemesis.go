@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"idserver/engine"
+	"idserver/persist"
 )
 
 // Fault kinds.
@@ -473,8 +474,9 @@ func (nm *nemesis) scaleDown(ctx context.Context, n *node, ev *FaultEvent) {
 // removeCutLive cuts n off (both ways, from every other node) until the
 // cluster removes it while it runs, keeps its clients on it a few seconds
 // more (it must hand out nothing: its lease ended, the checker's
-// issued-after-removal), heals, and replaces it at its address. The
-// cluster needs a fourth node for that (it never shrinks below three):
+// issued-after-removal), heals, and restarts it on its directory, where it
+// must join again by itself. The cluster needs a fourth node for that (it
+// never shrinks below three):
 // the fault first scales up when it has three.
 func (nm *nemesis) removeCutLive(ctx context.Context, n *node, ev *FaultEvent) {
 	c := nm.c
@@ -529,12 +531,16 @@ func (nm *nemesis) removeCutLive(ctx context.Context, n *node, ev *FaultEvent) {
 		did = append(did, "heal: "+err.Error())
 	}
 	nm.sleep(ctx, 2*time.Second)
-	what, err := nm.replaceAtAddress(n)
-	if err != nil {
-		did = append(did, "healed; "+err.Error())
+	// As Kubernetes does once the liveness probe fails (/healthz answers
+	// 503 on a removed member): the pod restarts on its volume, and must
+	// join again as a new member by itself.
+	n.kill()
+	if _, err := nm.restart(n, 40*time.Second); err != nil {
+		did = append(did, "healed; restarted on its directory: "+err.Error())
+		c.hist.addMembership(Anomaly{At: c.since(), Kind: "removed-not-rejoined", Msg: fmt.Sprintf("%s, removed while cut off, restarted on its directory and: %v", n.nodeID, err)})
 		return
 	}
-	did = append(did, "healed; "+what)
+	did = append(did, "healed; restarted on its directory, joined again")
 }
 
 // leaderInfo is CLUSTER INFO of the node that leads, asked of every
@@ -762,9 +768,10 @@ const KRepair = "repair"
 
 // repair brings the cluster back to full strength before the next fault,
 // doing only what a Kubernetes StatefulSet does, never an operator's
-// command: a slot whose node is down is started again on its directory; a
-// slot whose restart is refused (its member was removed while it was down,
-// or a joiner killed before it stored its worker ID), or whose process runs
+// command: a slot whose node is down is started again on its directory (a
+// member removed while it was down joins again by itself); a slot whose
+// restart is refused (a joiner killed before it stored its worker ID), or
+// whose process runs
 // but is no member any more, is given an empty directory and a new node
 // ID at the same address, --join the others. Then it waits until the
 // cluster has settled: as many voters as it wants (campaignVoters, at most
@@ -791,6 +798,12 @@ func (nm *nemesis) repair() []string {
 		if p == nil || !p.exited() {
 			problems = append(problems, err.Error())
 			continue // slow, not refused: it may still come up
+		}
+		if tail := tailLog(p.logf, 5); strings.Contains(tail, persist.ErrDamaged.Error()) {
+			// No fault damages a disk (a power cut drops only what was
+			// never synced): a node that refuses its own directory as
+			// damaged lost what it synced, or its check is wrong.
+			c.hist.addMembership(Anomaly{At: c.since(), Kind: "refused-damaged", Msg: fmt.Sprintf("%s refused its own directory as damaged; log %s\n%s", p.nodeID, p.logf, indent(tail))})
 		}
 		what, rerr := nm.replaceAtAddress(n)
 		if rerr != nil {

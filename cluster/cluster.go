@@ -201,7 +201,7 @@ func Open(cfg Config) (*Cluster, error) {
 	}
 	// bbolt syncs raft.db, never the names above it: without this a power
 	// cut can take raft/, raft.db or raft/snapshots away with the log.
-	if err := syncDirs(filepath.Join(rdir, "snapshots"), rdir, cfg.Dir); err != nil {
+	if err := persist.SyncDirs(filepath.Join(rdir, "snapshots"), rdir, cfg.Dir); err != nil {
 		logs.Close()
 		return nil, err
 	}

@@ -8,13 +8,17 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/redis/go-redis/v9"
+	bolt "go.etcd.io/bbolt"
 
 	"idserver/cluster"
 	"idserver/engine"
@@ -414,6 +418,71 @@ func TestNewNodeRestoresFromSnapshot(t *testing.T) {
 	v, err := n2.rdb.Do(ctx, "INCR", "t4").Int64()
 	if err != nil || v <= last {
 		t.Fatalf("INCR on the restored node: %d %v (snapshot had %d)", v, err, last)
+	}
+}
+
+// TestRestartAfterInstallingASnapshot: a follower cut off while the leader
+// compacts its log past the follower's end catches up by a snapshot. Raft
+// keeps the follower's older entries and appends the new ones after the
+// snapshot's index, so its log has a gap below the snapshot, which Raft
+// never reads. The follower must start again on that directory (the fault
+// campaign saw three such nodes refused as damaged).
+func TestRestartAfterInstallingASnapshot(t *testing.T) {
+	nodes := startCluster(t, 3, 64)
+	ctx := context.Background()
+	l := leader(t, nodes)
+	f := follower(t, nodes, l)
+	f.stream.partition(true)
+	var last int64
+	for i := range 200 { // a tag each: an allocation through Raft each
+		v, err := l.rdb.Do(ctx, "NEXTSEG", fmt.Sprintf("t%d", i), 100).Int64Slice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = v[1]
+	}
+	if err := l.cl.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	f.stream.partition(false)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if v, _ := f.cl.Get("t199"); v >= last {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the follower did not catch up: t199 at %d, want %d", func() int64 { v, _ := f.cl.Get("t199"); return v }(), last)
+		}
+	}
+	for i := range 20 { // entries after the snapshot on the follower too
+		if err := l.rdb.Do(ctx, "NEXTSEG", fmt.Sprintf("u%d", i), 100).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(500 * time.Millisecond)
+	f.stop()
+	st, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(f.dir, "raft", "raft.db"), BoltOptions: &bolt.Options{ReadOnly: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _ := st.FirstIndex()
+	end, _ := st.LastIndex()
+	missing := 0
+	for i := first; i <= end; i++ {
+		if st.GetLog(i, new(raft.Log)) != nil {
+			missing++
+		}
+	}
+	st.Close()
+	if missing == 0 {
+		t.Fatalf("the follower's log (%d..%d) has no gap: it did not catch up by a snapshot", first, end)
+	}
+	t.Logf("the follower's log: entries %d..%d, %d of them missing below the snapshot", first, end, missing)
+	f2, err := openNode(t, f.id, f.dir, l, func(c *idnode.Config) { c.SnapshotThreshold = 64 })
+	if err != nil {
+		t.Fatalf("the follower does not start again: %v", err)
+	}
+	if v, err := f2.rdb.Do(ctx, "INCR", "t199").Int64(); err != nil || v <= last {
+		t.Fatalf("INCR on the restarted follower: %d %v (the snapshot had %d)", v, err, last)
 	}
 }
 

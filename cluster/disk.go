@@ -103,9 +103,17 @@ func checkRaftState(cfg Config, f *fsm, clusterID string, snaps raft.SnapshotSto
 	if err != nil {
 		return false, fmt.Errorf("%w: %s: %v; %s", persist.ErrDamaged, path, err, remedyLost(cfg.NodeID))
 	}
-	// Raft reads every entry at start, and panics on one it cannot decode,
-	// of a type it does not know, or a configuration it cannot read.
-	for i := first; i <= last && i > 0; i++ {
+	// Raft restores the newest snapshot that opens (its checksum holds),
+	// then reads every entry after it, and panics on one it cannot decode,
+	// of a type it does not know, or a configuration it cannot read. The
+	// entries up to that snapshot it never reads, and they may have a gap:
+	// a follower that caught up by a snapshot keeps its older entries and
+	// appends the new ones after the snapshot's index.
+	from := first
+	if idx, ok := restorableSnapshot(snaps); ok {
+		from = max(first, idx+1)
+	}
+	for i := from; i <= last && i > 0; i++ {
 		if err := checkLogEntry(logs, i); err != nil {
 			return false, fmt.Errorf("%w: %s: Raft log entry %d of %d..%d cannot be read (%v); %s",
 				persist.ErrDamaged, path, i, first, last, err, remedyLost(cfg.NodeID))
@@ -135,6 +143,22 @@ func checkRaftState(cfg Config, f *fsm, clusterID string, snaps raft.SnapshotSto
 			persist.ErrLayoutMismatch, pdir, layout, cfg.Layout.String())
 	}
 	return existing, nil
+}
+
+// restorableSnapshot is the index of the snapshot Raft restores at start:
+// the newest one that opens.
+func restorableSnapshot(snaps raft.SnapshotStore) (uint64, bool) {
+	list, err := snaps.List()
+	if err != nil {
+		return 0, false
+	}
+	for _, meta := range list {
+		if _, rc, err := snaps.Open(meta.ID); err == nil {
+			rc.Close()
+			return meta.Index, true
+		}
+	}
+	return 0, false
 }
 
 // checkLogEntry reads entry i as Raft will.
@@ -171,21 +195,4 @@ func applyAnswer[T any](resp any, entry string) (T, error) {
 			ErrNoLeader, entry, resp)
 	}
 	return v, nil
-}
-
-// syncDirs fsyncs each directory, so that the names created in it so far
-// survive a power cut (a file's own fsync does not make its name durable).
-func syncDirs(dirs ...string) error {
-	for _, dir := range dirs {
-		f, err := os.Open(dir)
-		if err != nil {
-			return err
-		}
-		err = f.Sync()
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("fsync %s: %w", dir, err)
-		}
-	}
-	return nil
 }

@@ -45,6 +45,18 @@ func (c *Cluster) Join(ctx context.Context, node, raftAddr, respAddr string) (wo
 	return jr.Worker, jr.StartAboveMS, jr.LeaseEndMS, err
 }
 
+// removedRefusal is the refusal of a join by a node whose directory holds
+// a worker ID but which is no member: the cluster removed it (CLUSTER
+// FORGET, or dead for --dead-member-after) while it was down.
+const removedRefusal = "its data directory holds a worker ID, but it is not a member (it was removed)"
+
+// RefusedAsRemoved reports whether err is the cluster's refusal of this
+// node's join because the cluster removed it (a FORGET, or dead for
+// --dead-member-after) while it was down.
+func RefusedAsRemoved(err error) bool {
+	return errors.Is(err, ErrRefused) && strings.Contains(err.Error(), removedRefusal)
+}
+
 func (c *Cluster) join(ctx context.Context, node, raftAddr, respAddr string) (JoinResult, error) {
 	refuse := func(format string, args ...any) (JoinResult, error) {
 		err := fmt.Errorf("%w: join of node %q: %s; nothing changed", ErrRefused, node, fmt.Sprintf(format, args...))
@@ -99,8 +111,7 @@ func (c *Cluster) join(ctx context.Context, node, raftAddr, respAddr string) (Jo
 		return refuse("it is still a member (worker ID %d) but its data directory is empty (a replaced disk?), "+
 			"and what it issued is lost with it: CLUSTER FORGET %s first, or start it with a new --node-id", m.Worker, node)
 	case !member && id.HasWorker:
-		return refuse("its data directory holds a worker ID, but it is not a member (it was forgotten): " +
-			"start it with an empty --dir to join again")
+		return refuse("%s: its node, restarted, joins again as a new member", removedRefusal)
 	case id.PublicKey != "" && c.fsm.publicKey() != nil && id.PublicKey != engine.PublicKeyFingerprint(c.fsm.publicKey()):
 		return refuse("its --public-key (fingerprint %s) differs from this cluster's public-ID key (fingerprint %s): "+
 			"start it with this cluster's key, or without --public-key", id.PublicKey, engine.PublicKeyFingerprint(c.fsm.publicKey()))

@@ -84,7 +84,7 @@ func issueUntil(ids *idCollector, who string, rdb *redis.Client, stop chan struc
 // TestForgottenNodeThatRunsOn (item 4): CLUSTER FORGET of a node that keeps
 // running, and a new node given its worker ID: the forgotten node stops
 // issuing when its lease ends, saying why, and no ID is issued twice. The
-// forgotten node restarted with its data is refused.
+// forgotten node restarted with its data is refused as removed.
 func TestForgottenNodeThatRunsOn(t *testing.T) {
 	nodes := startLeased(t, 3)
 	ids := &idCollector{seen: map[int64]string{}, t: t}
@@ -101,7 +101,7 @@ func TestForgottenNodeThatRunsOn(t *testing.T) {
 	forgotAt := time.Now()
 	// A forgotten node that still runs was told: it hands out no more
 	// values, not even buffered ones (a SET after the FORGET would miss it).
-	if err := gone.rdb.Do(ctx, "INCR", "after-forget").Err(); err == nil || !strings.Contains(err.Error(), "forgotten") {
+	if err := gone.rdb.Do(ctx, "INCR", "after-forget").Err(); err == nil || !strings.Contains(err.Error(), "removed by its cluster") {
 		t.Fatalf("INCR on the forgotten node: %v", err)
 	}
 	n4, err := openNode(t, "n4", t.TempDir(), nodes[0], shortLease)
@@ -130,10 +130,15 @@ func TestForgottenNodeThatRunsOn(t *testing.T) {
 		t.Fatalf("the new holder of the worker ID answered %s", *m)
 	}
 	gone.stop()
-	if _, err := openNode(t, "n3", gone.dir, nodes[0], shortLease); err == nil || !strings.Contains(err.Error(), "forgotten") {
-		t.Fatalf("the forgotten node came back with its data: %v", err)
+	// Restarted with its data, it is refused as removed, which the program
+	// then answers by moving the directory aside and joining again (the
+	// process test TestRemovedPodBackWithItsVolumeJoinsAgain).
+	_, err = openNode(t, "n3", gone.dir, nodes[0], shortLease)
+	if again, removed := idnode.Rejoin(idnode.Config{}, err); !removed || again.NodeID != "n3" || again.Join == "" {
+		t.Fatalf("the forgotten node restarted with its data: %v (removed %v, rejoin as %q through %q)", err, removed, again.NodeID, again.Join)
 	}
-	t.Logf("forgotten while running: %d IDs from it and its worker's new holder, no repeat; it answered %q", len(ids.seen), *msg)
+	before := len(ids.seen)
+	t.Logf("forgotten while running: %d IDs from it and its worker's new holder, no repeat; it answered %q; restarted with its data, refused as removed", before, *msg)
 }
 
 // TestCutOffNodeStopsAtLeaseEnd: a node cut off from the quorum issues

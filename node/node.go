@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -105,6 +107,7 @@ type Node struct {
 	conflicted   atomic.Pointer[error]
 	incarnation  atomic.Uint64 // this start's number (restart.go)
 	leaseChecked atomic.Bool   // a renewal of this start was committed
+	notMember    atomic.Bool   // the cluster removed this node while it runs
 	served       chan error
 	stop         context.CancelFunc
 	background   sync.WaitGroup
@@ -169,8 +172,73 @@ func (s *idSource) Status() engine.Status {
 // joinWait bounds how long a start waits for the cluster to take the node.
 const joinWait = 60 * time.Second
 
+// Rejoin reports whether err is a start refused because the cluster
+// removed this node while it was down (a pod back with its volume after
+// --dead-member-after, or a CLUSTER FORGET meanwhile), asked twice a second
+// apart, and gives the configuration that joins it again as a new member
+// under the same node ID, through cfg.Join or, without one, the members it
+// knew. Its directory's contents, which no member may use again, must be
+// moved aside first (MoveAside). Nothing it held can repeat: its worker ID
+// passes on only above its lease's end, and every tag is allocated above
+// what it was given.
+func Rejoin(cfg Config, err error) (Config, bool) {
+	var removed *removedError
+	if !errors.As(err, &removed) || cfg.Join == "" && len(removed.members) == 0 {
+		return cfg, false
+	}
+	cfg.NodeID = removed.node
+	if cfg.Join == "" {
+		cfg.Join = strings.Join(removed.members, ",")
+	}
+	return cfg, true
+}
+
+// removedError is a start refused because the cluster removed the node.
+type removedError struct {
+	node    string
+	members []string // the RESP addresses of the members it knew
+	err     error
+}
+
+func (e *removedError) Error() string { return e.err.Error() }
+func (e *removedError) Unwrap() error { return e.err }
+
+// MoveAside moves everything in dir but its lock file into dir/removed,
+// replacing what an earlier move left there, and syncs dir; it returns
+// dir/removed.
+func MoveAside(dir string) (string, error) {
+	aside, tmp := filepath.Join(dir, "removed"), filepath.Join(dir, "removed.tmp")
+	if err := os.RemoveAll(tmp); err != nil {
+		return "", err
+	}
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		return "", err
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return "", err
+	}
+	for _, e := range entries {
+		switch e.Name() {
+		case "LOCK", "removed", "removed.tmp":
+			continue
+		}
+		if err := os.Rename(filepath.Join(dir, e.Name()), filepath.Join(tmp, e.Name())); err != nil {
+			return "", err
+		}
+	}
+	if err := os.RemoveAll(aside); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp, aside); err != nil {
+		return "", err
+	}
+	return aside, persist.SyncDirs(dir)
+}
+
 // Open starts a node. Its RESP port answers at once, -LOADING until the
-// node holds a worker ID and a lease and can issue.
+// node holds a worker ID and a lease and can issue. A start the cluster
+// refuses because it removed the node is an error Rejoin recognizes.
 func Open(cfg Config) (_ *Node, err error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -255,8 +323,9 @@ func Open(cfg Config) (_ *Node, err error) {
 		Voters: cfg.Voters, DeadMemberAfter: cfg.DeadMemberAfter, Zone: cfg.Zone,
 		OnConflict: n.conflict, PublicKey: cfg.PublicKey,
 		OnForgotten: func() {
-			why := "this node was forgotten by its cluster (CLUSTER FORGET); start it on an empty --dir to join again"
+			why := "this node was removed by its cluster (CLUSTER FORGET, or dead for --dead-member-after); restarted, it joins again as a new member"
 			n.log.Error("forgotten by the cluster: no more values; IDs stop when the worker lease ends", "reason", why)
+			n.notMember.Store(true)
 			if s := segments.Load(); s != nil {
 				s.Stop(fmt.Errorf("%w: %s", cluster.ErrNotMember, why))
 			}
@@ -489,6 +558,12 @@ func (n *Node) conflict(err error) {
 	}
 }
 
+// NotMember reports whether the cluster removed this node while it runs
+// (a CLUSTER FORGET, or cut off for --dead-member-after): it hands out
+// nothing any more, and restarted it joins again as a new member. The
+// liveness probe (/healthz) fails on it, so that Kubernetes restarts it.
+func (n *Node) NotMember() bool { return n.notMember.Load() }
+
 // Served delivers the RESP server's error if it stops on its own, or a
 // conflict that ends the node.
 func (n *Node) Served() <-chan error { return n.served }
@@ -538,6 +613,14 @@ func (n *Node) workerID() (worker, startAbove, lease int64, err error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	jw, jabove, jlease, err := n.checkIn(ctx, !ownCluster)
+	if stored && cluster.RefusedAsRemoved(err) {
+		// Removed while it was down. Asked again a second later, so that
+		// the directory is moved aside only on two answers.
+		time.Sleep(time.Second)
+		if _, _, _, err = n.checkIn(ctx, !ownCluster); cluster.RefusedAsRemoved(err) {
+			err = &removedError{node: n.ID, members: n.Cluster.PeerAddrs(), err: err}
+		}
+	}
 	cancel()
 	switch {
 	case err == nil && !stored:
@@ -707,8 +790,10 @@ func (n *Node) renewLease(ctx context.Context) {
 				n.Gen.SetLease(g.EndMS)
 				n.Segments.SetLeaseEnd(n.wallOf(g.EndMS))
 				n.Gen.SetLeaseProblem("")
+				n.notMember.Store(false)
 			case errors.Is(err, cluster.ErrNotMember):
-				n.Gen.SetLeaseProblem("this node is no longer a member of the cluster (removed as dead by the cluster, or by CLUSTER FORGET); start it on an empty --dir to join again")
+				n.notMember.Store(true)
+				n.Gen.SetLeaseProblem("this node is no longer a member of the cluster (removed as dead by the cluster, or by CLUSTER FORGET); restarted, it joins again as a new member")
 				wait = lease / 8
 			case errors.Is(err, cluster.ErrNoLeader):
 				n.Gen.SetLeaseProblem("cannot reach the cluster's quorum to renew it")

@@ -158,3 +158,20 @@ func (s *Store) LastRecovery() (Recovery, bool, error) {
 	}
 	return r, true, nil
 }
+
+// SyncDirs fsyncs each directory, so that the names created in it so far
+// survive a power cut (a file's own fsync does not make its name durable).
+func SyncDirs(dirs ...string) error {
+	for _, dir := range dirs {
+		f, err := os.Open(dir)
+		if err != nil {
+			return err
+		}
+		err = f.Sync()
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("fsync %s: %w", dir, err)
+		}
+	}
+	return nil
+}

@@ -13,6 +13,7 @@ import (
 	mbits "math/bits"
 	"net"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -713,6 +714,70 @@ func TestWholeStatefulSetRestartsAtOnce(t *testing.T) {
 	}
 	if h.nValues == before {
 		t.Fatal("no values after the restart")
+	}
+}
+
+// TestRemovedPodBackWithItsVolumeJoinsAgain: a pod with a volume down for
+// longer than --dead-member-after (a node drained for maintenance, a
+// volume slow to attach elsewhere) is removed by the cluster. Started again
+// on its volume, as the StatefulSet does, it joins again as a new member
+// under its node ID, its old state moved aside: no operator step, and
+// nothing repeats.
+func TestRemovedPodBackWithItsVolumeJoinsAgain(t *testing.T) {
+	s := newStatefulSet(t, 4, "--voters", "3", "--worker-lease", "2s", "--dead-member-after", "3s")
+	s.up()
+	all := func(int) bool { return true }
+	s.settled(3, all, 30*time.Second)
+	h := newHistory(len(s.pods))
+	stop := make(chan struct{})
+	wg := loadEvery(s, h, stop)
+	finish := sync.OnceFunc(func() {
+		close(stop)
+		wg.Wait()
+	})
+	defer finish()
+	time.Sleep(time.Second)
+	victim := (s.leader(all) + 1) % len(s.pods)
+	id := s.info(victim)["node_id"]
+	s.pods[victim].p.Kill()
+	down := time.Now()
+	alive := func(i int) bool { return i != victim }
+	waitFor(t, 40*time.Second, id+" removed by the cluster", func() (bool, string) {
+		l := s.leader(alive)
+		if l < 0 {
+			return false, "no leader"
+		}
+		info := s.info(l)
+		for _, m := range memberLines(info) {
+			if m["id"] == id {
+				return false, "still a member: " + info["member_list"]
+			}
+		}
+		return true, ""
+	})
+	removed := time.Since(down)
+	if err := s.start(victim, false); err != nil {
+		t.Fatalf("%s, back on its volume after its removal, did not start: %v", id, err)
+	}
+	s.settled(3, all, 30*time.Second)
+	info := s.info(victim)
+	if info["node_id"] != id {
+		t.Fatalf("the pod came back as node %q, not %s", info["node_id"], id)
+	}
+	if _, err := os.Stat(filepath.Join(s.pods[victim].dir, "removed", "pebble")); err != nil {
+		t.Fatalf("its old state was not moved aside: %v", err)
+	}
+	from := h.nValues
+	time.Sleep(2 * time.Second)
+	finish()
+	t.Logf("%s killed, removed by the cluster %v later, back on its volume: joined again as worker %s (%s moved aside); "+
+		"%d IDs, %d values, %d SETs; duplicates %d IDs %d values, below a SET %d; errors %v", id, removed.Round(100*time.Millisecond),
+		info["worker_id"], filepath.Join(s.pods[victim].dir, "removed"), h.nIDs, h.nValues, len(h.sets), h.dupIDs, h.dupVals, h.belowSet(), h.errs)
+	if h.dupIDs > 0 || h.dupVals > 0 || h.belowSet() > 0 {
+		t.Fatalf("duplicates: %d IDs, %d values; below a SET: %d", h.dupIDs, h.dupVals, h.belowSet())
+	}
+	if h.nValues == from {
+		t.Fatal("no values after it joined again")
 	}
 }
 

@@ -125,7 +125,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 			}
 		}
 	}()
-	n, err := node.Open(node.Config{
+	ncfg := node.Config{
 		Now: clock, Debug: debugClock,
 		Bind: cfg.Bind, Port: cfg.Port, Advertise: cfg.Advertise, RaftAddr: cfg.RaftAddr, RaftAdvertise: cfg.RaftAdv,
 		Dir: cfg.Dir, NodeID: cfg.NodeID, Join: cfg.Join, Layout: cfg.Layout, Window: cfg.Window,
@@ -134,13 +134,27 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		ClientOutputLimit: cfg.ClientOutputLimit, ClientOutputTimeout: cfg.ClientOutputTimeout,
 		TLSServer: tlsServer, TLSClient: tlsClient, PublicKey: cfg.PublicKeyBytes,
 		Voters: cfg.Voters, DeadMemberAfter: cfg.DeadAfter, Zone: cfg.Zone,
-	})
+	}
+	n, err := node.Open(ncfg)
+	if again, removed := node.Rejoin(ncfg, err); removed {
+		// Removed while it was down (a pod back with its volume after
+		// --dead-member-after): it joins again as a new member under its
+		// node ID, on its directory emptied, with no operator step.
+		aside, merr := node.MoveAside(cfg.Dir)
+		if merr != nil {
+			close(opened)
+			return fail(fmt.Errorf("%w; moving %s aside to join again: %v", err, cfg.Dir, merr))
+		}
+		log.Warn("the cluster removed this node while it was down: joining again as a new member, its old state moved aside",
+			"node_id", again.NodeID, "join", again.Join, "moved_to", aside, "reason", err.Error())
+		n, err = node.Open(again)
+	}
 	close(opened)
 	if err != nil {
 		return fail(err)
 	}
 	if metrics != nil {
-		metrics.serve(&metricSources{resp: n.Server, gen: n.Gen, segs: n.Segments, cl: n.Cluster})
+		metrics.serve(&metricSources{resp: n.Server, gen: n.Gen, segs: n.Segments, cl: n.Cluster, notMember: n.NotMember})
 	}
 
 	code := 0

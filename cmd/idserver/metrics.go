@@ -28,10 +28,11 @@ type metricsServer struct {
 }
 
 type metricSources struct {
-	resp *resp.Server
-	gen  *engine.Generator
-	segs *engine.Segments
-	cl   *cluster.Cluster
+	resp      *resp.Server
+	gen       *engine.Generator
+	segs      *engine.Segments
+	cl        *cluster.Cluster
+	notMember func() bool
 }
 
 func startMetrics(addr string, log *slog.Logger) (*metricsServer, error) {
@@ -43,6 +44,13 @@ func startMetrics(addr string, log *slog.Logger) (*metricsServer, error) {
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		if !m.ready.Load() {
 			http.Error(w, "not ready: joining the cluster or shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		// Removed by the cluster while it runs: it hands out nothing, and
+		// a restart joins it again, which a failing liveness probe gets.
+		if src := m.src.Load(); src != nil && src.notMember() {
+			http.Error(w, "not a member: the cluster removed this node (CLUSTER FORGET, or cut off for --dead-member-after); restart it to join again",
+				http.StatusServiceUnavailable)
 			return
 		}
 		// ?ready: a readiness probe; also wait until autopilot settled this

@@ -8,6 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"idserver/internal/testproc"
 )
@@ -137,4 +140,62 @@ func TestMetricsMoveUnderLoadAndInfoParses(t *testing.T) {
 	if !strings.Contains(info, "buffered_tags:2") || !strings.Contains(info, "cmdstat_nextid:calls=") {
 		t.Errorf("INFO:\n%s", info)
 	}
+}
+
+// TestLivenessFailsOnARemovedNode: a node the cluster removed while it runs
+// (here a CLUSTER FORGET) hands out nothing, so its liveness probe fails,
+// for Kubernetes to restart it; restarted on its directory it joins again
+// as a new member under its node ID, and the probe passes again.
+func TestLivenessFailsOnARemovedNode(t *testing.T) {
+	p1 := strconv.Itoa(testproc.FreePort(t))
+	startProc(t, t.TempDir(), "--port", p1, "--raft-addr", "127.0.0.1:"+strconv.Itoa(testproc.FreePort(t)), "--worker-lease", "2s")
+	maddr := "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t))
+	dir := t.TempDir()
+	args := []string{"--port", strconv.Itoa(testproc.FreePort(t)), "--raft-addr", "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t)),
+		"--join", "127.0.0.1:" + p1, "--worker-lease", "2s", "--metrics-addr", maddr}
+	p2 := startProc(t, dir, args...)
+	if body := scrape(t, "http://"+maddr+"/healthz"); body != "ok\n" {
+		t.Fatalf("/healthz: %q", body)
+	}
+	ctx := context.Background()
+	id := clusterInfo(t, p2.client())["node_id"]
+	leader := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + p1})
+	defer leader.Close()
+	if err := leader.Do(ctx, "CLUSTER", "FORGET", id).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var status int
+	var body string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if status, body = probe(t, "http://"+maddr+"/healthz"); status == http.StatusServiceUnavailable {
+			break
+		}
+	}
+	if status != http.StatusServiceUnavailable || !strings.Contains(body, "not a member") {
+		t.Fatalf("/healthz on the removed node: %d %q", status, body)
+	}
+	p2.Kill()
+	p2 = startProc(t, dir, args...)
+	if again := clusterInfo(t, p2.client())["node_id"]; again != id {
+		t.Fatalf("restarted, it is node %q, not %s", again, id)
+	}
+	if body := scrape(t, "http://"+maddr+"/healthz"); body != "ok\n" {
+		t.Fatalf("/healthz after joining again: %q", body)
+	}
+	if !strings.Contains(p2.Log(), "joining again as a new member") {
+		t.Fatalf("the restart did not say it joins again:\n%s", p2.Log())
+	}
+	t.Logf("removed by FORGET: /healthz answered %d %q; restarted, it joined again as %s", status, strings.TrimSpace(body), id)
+}
+
+// probe is a GET's status and body.
+func probe(t *testing.T, url string) (int, string) {
+	t.Helper()
+	res, err := http.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
 }

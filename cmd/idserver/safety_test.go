@@ -622,3 +622,63 @@ func TestRecoverRunsOnce(t *testing.T) {
 			clusterInfo(t, one.client())["cluster_id"], oneID)
 	}
 }
+
+// TestRemovedNodeWithoutJoinJoinsAgainThroughItsPeers: the node that
+// bootstrapped the cluster (started without --join) is forgotten while it
+// is down. Started again the same way, it must not bootstrap a cluster of
+// its own on its emptied directory: it joins again through the members it
+// knew, and no ID repeats.
+func TestRemovedNodeWithoutJoinJoinsAgainThroughItsPeers(t *testing.T) {
+	members := startMembers(t, 3)
+	clients := make([]*redis.Client, 3)
+	for i, m := range members {
+		clients[i] = m.p.client()
+	}
+	first := clusterInfo(t, clients[0])
+	ctx := context.Background()
+	// What it issued before: the node that joins again must repeat none.
+	before := map[int64]bool{}
+	nextIDs := func(c *redis.Client, d time.Duration, each func(int64)) {
+		for end := time.Now().Add(d); time.Now().Before(end); {
+			ids, err := c.Do(ctx, "NEXTID", 1000).Int64Slice()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, id := range ids {
+				each(id)
+			}
+		}
+	}
+	nextIDs(clients[0], 500*time.Millisecond, func(id int64) { before[id] = true })
+	members[0].p.Kill()
+	var err error
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if err = clients[1].Do(ctx, "CLUSTER", "FORGET", first["node_id"]).Err(); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("CLUSTER FORGET %s: %v", first["node_id"], err)
+	}
+	members[0].start(t) // no --join, as at its first start
+	again := clusterInfo(t, clients[0])
+	switch {
+	case again["node_id"] != first["node_id"]:
+		t.Fatalf("it came back as node %s, not %s", again["node_id"], first["node_id"])
+	case again["cluster_id"] != first["cluster_id"]:
+		t.Fatalf("it came back in cluster %s, not %s: a cluster of its own", again["cluster_id"], first["cluster_id"])
+	case !strings.Contains(members[0].p.Log(), "joining again as a new member"):
+		t.Fatalf("it did not say it joins again:\n%s", members[0].p.Log())
+	}
+	after := 0
+	nextIDs(clients[0], time.Second, func(id int64) {
+		if before[id] {
+			t.Fatalf("ID %d issued before the node was forgotten and again after it joined again", id)
+		}
+		after++
+	})
+	n := collectIDs(t, time.Second, clients...)
+	t.Logf("forgotten while down, started again without --join: joined cluster %s again as worker %s (was %s) through its peers; "+
+		"%d IDs before and %d after from it, none twice; %d IDs from the three, no repeat", again["cluster_id"], again["worker_id"],
+		first["worker_id"], len(before), after, n)
+}

@@ -454,7 +454,15 @@ func Open(cfg Config) (_ *Node, err error) {
 	n.background.Add(3)
 	go func() {
 		defer n.background.Done()
-		n.Gen.Run(ctx, func(err error) { n.log.Error("high-water step failed", "err", err) })
+		// A full disk fails every step (eight a window) and every kick for
+		// as long as it lasts: one line a second says so.
+		var logged time.Time
+		n.Gen.Run(ctx, func(err error) {
+			if time.Since(logged) >= time.Second {
+				logged = time.Now()
+				n.log.Error("high-water step failed (logged once a second)", "err", err)
+			}
+		})
 	}()
 	go func() {
 		defer n.background.Done()

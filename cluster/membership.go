@@ -131,7 +131,12 @@ func (c *Cluster) join(ctx context.Context, node, raftAddr, respAddr string) (Jo
 		}
 	}
 	if node != c.cfg.NodeID {
-		if err := c.replaceAt(ctx, node, raftAddr, respAddr); err != nil {
+		switch err := c.replaceAt(ctx, node, raftAddr, respAddr); {
+		case errors.Is(err, ErrNoLeader):
+			// The removal did not commit (the leadership was lost, say):
+			// the joiner asks again, as it does while there is no leader.
+			return JoinResult{}, err
+		case err != nil:
 			return refuse("%v", err)
 		}
 	}
@@ -228,7 +233,7 @@ func (c *Cluster) replaceAt(ctx context.Context, node, raftAddr, respAddr string
 		c.log.Warn("replacing a member that is no longer at its address", "member", other.NodeID, "raft", other.RaftAddr,
 			"resp", other.RESPAddr, "by", node)
 		if err := c.forget(other.NodeID); err != nil {
-			return fmt.Errorf("member %s held its address and could not be removed yet (%v); the join may be retried", other.NodeID, err)
+			return fmt.Errorf("member %s held its address and could not be removed yet (%w); the join may be retried", other.NodeID, err)
 		}
 	}
 	cf := c.raft.GetConfiguration()
@@ -243,7 +248,7 @@ func (c *Cluster) replaceAt(ctx context.Context, node, raftAddr, respAddr string
 			continue // a member's; handled above (or its join is in flight)
 		}
 		if err := c.await(c.raft.RemoveServer(s.ID, 0, c.timing.Apply)); err != nil {
-			return fmt.Errorf("a stray server %s holds the address %s and could not be removed yet (%v)", s.ID, raftAddr, err)
+			return fmt.Errorf("%w: a stray server %s holds the address %s and could not be removed yet (%v)", ErrNoLeader, s.ID, raftAddr, err)
 		}
 		c.log.Info("stray server removed from the configuration", "node", s.ID, "raft", raftAddr)
 	}

@@ -236,6 +236,17 @@ func MoveAside(dir string) (string, error) {
 	return aside, persist.SyncDirs(dir)
 }
 
+// wasMovedAside reports whether dir holds what MoveAside moved there (or
+// began to): the directory of a member its cluster removed.
+func wasMovedAside(dir string) bool {
+	for _, name := range []string{"removed", "removed.tmp"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
 // Open starts a node. Its RESP port answers at once, -LOADING until the
 // node holds a worker ID and a lease and can issue. A start the cluster
 // refuses because it removed the node is an error Rejoin recognizes.
@@ -297,7 +308,15 @@ func Open(cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if join && clusterID == "" && n.firstOfJoin() && !n.anyPeerAnswers() {
+	movedAside := clusterID == "" && wasMovedAside(cfg.Dir)
+	if !join && movedAside {
+		// Its rejoin did not finish (refused, no answer, killed): on its
+		// emptied directory a start without --join would bootstrap a
+		// cluster of its own, handing out again the values its cluster did.
+		return nil, fmt.Errorf("the cluster removed this node and its state was moved aside into %s, but it has not joined again: "+
+			"it may not start a cluster of its own; start it with --join and a member's address", filepath.Join(cfg.Dir, "removed"))
+	}
+	if join && clusterID == "" && !movedAside && n.firstOfJoin() && !n.anyPeerAnswers() {
 		// The first of the StatefulSet's pods, on its first start: nobody
 		// to join, so it bootstraps. The same pod replaced later with an
 		// empty volume finds its peers and joins (and should it ever start

@@ -105,17 +105,15 @@ func checkRaftState(cfg Config, f *fsm, clusterID string, snaps raft.SnapshotSto
 	}
 	// Raft restores the newest snapshot that opens (its checksum holds),
 	// then reads every entry after it, and panics on one it cannot decode,
-	// of a type it does not know, or a configuration it cannot read, or that
-	// is missing (an older snapshot it fell back to, below the first entry
-	// kept after the newest one). Without any snapshot that opens, it does
-	// not start. The
-	// entries up to that snapshot it reads only to send a follower that
-	// lags, and it sends the snapshot instead of one that is missing: there
-	// a gap is no damage (a follower that caught up by a snapshot keeps its
-	// older entries and appends the new ones after the snapshot's index),
-	// but an entry that does not decode is (the leader stops replicating to
-	// the follower that needs it, which would panic on a configuration it
-	// cannot read).
+	// of a type it does not know, or a configuration it cannot read, or on
+	// one that is missing (above an older snapshot it fell back to, below
+	// the first entry kept after the newest one). With snapshots of which
+	// none opens, it does not start. The entries up to the snapshot it reads
+	// only to send a follower that lags, and it sends the snapshot instead
+	// of one that is missing: there a gap is no damage (a follower that
+	// caught up by a snapshot keeps its older entries and appends the new
+	// ones after the snapshot's index), but an entry that does not decode
+	// is (the leader stops replicating to the follower that needs it).
 	snap, restorable, skipped := restorableSnapshot(snaps)
 	if !restorable && skipped != "" {
 		return false, fmt.Errorf("%w: %s: no snapshot of the Raft state opens%s; %s",

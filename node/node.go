@@ -205,13 +205,16 @@ func (e *removedError) Unwrap() error { return e.err }
 
 // MoveAside moves everything in dir but its lock file into dir/removed,
 // replacing what an earlier move left there, and syncs dir; it returns
-// dir/removed.
+// dir/removed. It holds dir's lock meanwhile. A move cut short (killed, a
+// power cut) goes on where it stopped: Open finishes it.
 func MoveAside(dir string) (string, error) {
-	aside, tmp := filepath.Join(dir, "removed"), filepath.Join(dir, "removed.tmp")
-	if err := os.RemoveAll(tmp); err != nil {
+	lock, err := persist.Lock(dir)
+	if err != nil {
 		return "", err
 	}
-	if err := os.Mkdir(tmp, 0o755); err != nil {
+	defer lock.Close()
+	aside, tmp := filepath.Join(dir, "removed"), filepath.Join(dir, "removed.tmp")
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
 		return "", err
 	}
 	entries, err := os.ReadDir(dir)
@@ -276,6 +279,14 @@ func Open(cfg Config) (_ *Node, err error) {
 		}
 	}()
 
+	if _, err := os.Stat(filepath.Join(cfg.Dir, "removed.tmp")); err == nil {
+		// A move aside cut short: half the old state still here would be
+		// refused as damaged at every start.
+		if _, err := MoveAside(cfg.Dir); err != nil {
+			return nil, fmt.Errorf("finishing the move of %s aside, begun as the cluster had removed this node: %w", cfg.Dir, err)
+		}
+		cfg.Logger.Warn("finished moving the old state aside, begun as the cluster had removed this node", "dir", cfg.Dir)
+	}
 	if n.Store, err = persist.Open(cfg.Dir); err != nil {
 		return nil, err
 	}

@@ -243,7 +243,8 @@ type fsm struct {
 	store     *persist.Store
 	maxWorker int64
 	log       *slog.Logger
-	stop      <-chan struct{} // the cluster closing: an apply waiting for disk space gives up
+	stop      <-chan struct{}       // the cluster closing: an apply waiting for disk space gives up
+	full      atomic.Pointer[error] // why an apply waits for disk space (nil when none waits)
 
 	mu   sync.RWMutex
 	meta meta
@@ -339,6 +340,9 @@ func (f *fsm) waitRoom(index uint64) bool {
 		return true
 	}
 	f.log.Warn("the state machine waits for disk space", "index", index, "err", err)
+	full := err // the loop below moves err on
+	f.full.Store(&full)
+	defer f.full.Store(nil)
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for ; err != nil; err = f.store.Room() {

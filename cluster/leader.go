@@ -115,7 +115,7 @@ func (c *Cluster) apply(entry []byte) (any, error) {
 // having the leadership is ErrNoLeader.
 func (c *Cluster) applyIndex(entry []byte) (any, uint64, error) {
 	f := c.raft.Apply(entry, c.timing.Apply)
-	if err := f.Error(); err != nil {
+	if err := c.await(f); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
 			errors.Is(err, raft.ErrEnqueueTimeout) || errors.Is(err, raft.ErrRaftShutdown) {
 			return nil, 0, fmt.Errorf("%w: %v", ErrNoLeader, err)
@@ -139,9 +139,34 @@ func (c *Cluster) caughtUp() error {
 	if c.readyTerm.Load() == term {
 		return nil
 	}
-	if err := c.raft.Barrier(c.timing.Apply).Error(); err != nil {
+	if err := c.await(c.raft.Barrier(c.timing.Apply)); err != nil {
 		return fmt.Errorf("%w: %v", ErrNoLeader, err)
 	}
 	c.readyTerm.Store(term)
 	return nil
+}
+
+// await waits for a Raft future, at most the apply budget. Raft answers
+// an entry's future (an Apply, a Barrier, a configuration change) only
+// once the state machine has applied it, and the state machine waits for
+// disk space while the disk is full (fsm.waitRoom), for as long as it
+// takes: the caller (a lease renewal, a SET, a join) would wait as long,
+// holding whatever it holds. Past the budget it fails with ErrNoLeader,
+// naming the full disk when that is why; the entry, if committed, is
+// still applied once space is freed (an outcome unknown to the caller, as
+// when the leadership is lost after the proposal).
+func (c *Cluster) await(f raft.Future) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	t := time.NewTimer(c.timing.Apply)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+	}
+	if full := c.fsm.full.Load(); full != nil {
+		return fmt.Errorf("%w: the state machine waits for disk space (%v)", ErrNoLeader, *full)
+	}
+	return fmt.Errorf("%w: Raft has not applied the entry within %v", ErrNoLeader, c.timing.Apply)
 }

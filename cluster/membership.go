@@ -147,11 +147,11 @@ func (c *Cluster) join(ctx context.Context, node, raftAddr, respAddr string) (Jo
 		switch suffrage := c.suffrageOf(node); {
 		case node == c.cfg.NodeID:
 		case suffrage == "none" || suffrage != "voter" && m.RaftAddr != raftAddr:
-			if err := c.raft.AddNonvoter(raft.ServerID(node), raft.ServerAddress(raftAddr), 0, c.timing.Apply).Error(); err != nil {
+			if err := c.await(c.raft.AddNonvoter(raft.ServerID(node), raft.ServerAddress(raftAddr), 0, c.timing.Apply)); err != nil {
 				return JoinResult{}, fmt.Errorf("%w: add non-voter: %v", ErrNoLeader, err)
 			}
 		case m.RaftAddr != raftAddr:
-			if err := c.raft.AddVoter(raft.ServerID(node), raft.ServerAddress(raftAddr), 0, c.timing.Apply).Error(); err != nil {
+			if err := c.await(c.raft.AddVoter(raft.ServerID(node), raft.ServerAddress(raftAddr), 0, c.timing.Apply)); err != nil {
 				return JoinResult{}, fmt.Errorf("%w: add voter: %v", ErrNoLeader, err)
 			}
 		}
@@ -177,7 +177,7 @@ func (c *Cluster) join(ctx context.Context, node, raftAddr, respAddr string) (Jo
 		// cluster has fewer voters than it wants.
 		c.pilot.join(node, raftAddr)
 		defer c.pilot.joined(node)
-		if err := c.raft.AddNonvoter(raft.ServerID(node), raft.ServerAddress(raftAddr), 0, c.timing.Apply).Error(); err != nil {
+		if err := c.await(c.raft.AddNonvoter(raft.ServerID(node), raft.ServerAddress(raftAddr), 0, c.timing.Apply)); err != nil {
 			return JoinResult{}, fmt.Errorf("%w: add non-voter: %v", ErrNoLeader, err)
 		}
 	}
@@ -242,7 +242,7 @@ func (c *Cluster) replaceAt(ctx context.Context, node, raftAddr, respAddr string
 		if _, member := c.fsm.member(string(s.ID)); member {
 			continue // a member's; handled above (or its join is in flight)
 		}
-		if err := c.raft.RemoveServer(s.ID, 0, c.timing.Apply).Error(); err != nil {
+		if err := c.await(c.raft.RemoveServer(s.ID, 0, c.timing.Apply)); err != nil {
 			return fmt.Errorf("a stray server %s holds the address %s and could not be removed yet (%v)", s.ID, raftAddr, err)
 		}
 		c.log.Info("stray server removed from the configuration", "node", s.ID, "raft", raftAddr)
@@ -339,7 +339,7 @@ func (c *Cluster) forget(node string) error {
 		return fmt.Errorf("%w: unknown node %q", ErrNotMember, node)
 	}
 	m, _ := c.fsm.member(node)
-	if err := c.raft.RemoveServer(raft.ServerID(node), 0, c.timing.Apply).Error(); err != nil {
+	if err := c.await(c.raft.RemoveServer(raft.ServerID(node), 0, c.timing.Apply)); err != nil {
 		return fmt.Errorf("%w: remove server: %v", ErrNoLeader, err)
 	}
 	if !member {

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -203,11 +204,15 @@ type removedError struct {
 func (e *removedError) Error() string { return e.err.Error() }
 func (e *removedError) Unwrap() error { return e.err }
 
-// MoveAside moves everything in dir but its lock file into dir/removed,
-// replacing what an earlier move left there, and syncs dir; it returns
-// dir/removed. It holds dir's lock meanwhile. A move cut short (killed, a
-// power cut) goes on where it stopped: Open finishes it.
-func MoveAside(dir string) (string, error) {
+// MoveAside moves everything in cfg.Dir but its lock file into
+// cfg.Dir/removed, replacing what an earlier move left there, and syncs
+// cfg.Dir; it returns cfg.Dir/removed. cfg is Rejoin's: the move goes
+// through cfg.Dir/removed.tmp, which first records cfg's node ID and join
+// addresses, so that a start after a move cut short (a kill, a power cut)
+// finishes it and joins again the same way (Interrupted). It holds
+// cfg.Dir's lock meanwhile.
+func MoveAside(cfg Config) (string, error) {
+	dir := cfg.Dir
 	lock, err := persist.Lock(dir)
 	if err != nil {
 		return "", err
@@ -215,6 +220,27 @@ func MoveAside(dir string) (string, error) {
 	defer lock.Close()
 	aside, tmp := filepath.Join(dir, "removed"), filepath.Join(dir, "removed.tmp")
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return "", err
+	}
+	note, err := json.Marshal(rejoinNote{Node: cfg.NodeID, Join: cfg.Join})
+	if err != nil {
+		return "", err
+	}
+	f, err := os.Create(filepath.Join(tmp, rejoinFile))
+	if err != nil {
+		return "", err
+	}
+	_, err = f.Write(note)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = persist.SyncDirs(tmp, dir)
+	}
+	if err != nil {
 		return "", err
 	}
 	entries, err := os.ReadDir(dir)
@@ -250,6 +276,30 @@ func wasMovedAside(dir string) bool {
 	return false
 }
 
+// rejoinFile, in removed.tmp, is how a cut-short move joins again.
+const rejoinFile = "REJOIN.json"
+
+type rejoinNote struct {
+	Node string `json:"node"`
+	Join string `json:"join"`
+}
+
+// Interrupted reports whether a MoveAside of cfg.Dir was cut short, and
+// gives the configuration it was joining again with, for MoveAside to
+// finish the move and Open to join.
+func Interrupted(cfg Config) (Config, bool) {
+	b, err := os.ReadFile(filepath.Join(cfg.Dir, "removed.tmp", rejoinFile))
+	var note rejoinNote
+	if err != nil || json.Unmarshal(b, &note) != nil || note.Node == "" {
+		return cfg, false
+	}
+	cfg.NodeID = note.Node
+	if cfg.Join == "" {
+		cfg.Join = note.Join
+	}
+	return cfg, true
+}
+
 // Open starts a node. Its RESP port answers at once, -LOADING until the
 // node holds a worker ID and a lease and can issue. A start the cluster
 // refuses because it removed the node is an error Rejoin recognizes.
@@ -279,14 +329,6 @@ func Open(cfg Config) (_ *Node, err error) {
 		}
 	}()
 
-	if _, err := os.Stat(filepath.Join(cfg.Dir, "removed.tmp")); err == nil {
-		// A move aside cut short: half the old state still here would be
-		// refused as damaged at every start.
-		if _, err := MoveAside(cfg.Dir); err != nil {
-			return nil, fmt.Errorf("finishing the move of %s aside, begun as the cluster had removed this node: %w", cfg.Dir, err)
-		}
-		cfg.Logger.Warn("finished moving the old state aside, begun as the cluster had removed this node", "dir", cfg.Dir)
-	}
 	if n.Store, err = persist.Open(cfg.Dir); err != nil {
 		return nil, err
 	}
@@ -437,7 +479,15 @@ func Open(cfg Config) (_ *Node, err error) {
 	n.background.Add(3)
 	go func() {
 		defer n.background.Done()
-		n.Gen.Run(ctx, func(err error) { n.log.Error("high-water step failed", "err", err) })
+		// A full disk fails every step (eight a window) and every kick for
+		// as long as it lasts: one line a second says so.
+		var logged time.Time
+		n.Gen.Run(ctx, func(err error) {
+			if time.Since(logged) >= time.Second {
+				logged = time.Now()
+				n.log.Error("high-water step failed (logged once a second)", "err", err)
+			}
+		})
 	}()
 	go func() {
 		defer n.background.Done()
@@ -639,7 +689,7 @@ func (n *Node) workerID() (worker, startAbove, lease int64, err error) {
 		// Removed while it was down. Asked again a second later, so that
 		// the directory is moved aside only on two answers.
 		time.Sleep(time.Second)
-		if _, _, _, err = n.checkIn(ctx, !ownCluster); cluster.RefusedAsRemoved(err) {
+		if jw, jabove, jlease, err = n.checkIn(ctx, !ownCluster); cluster.RefusedAsRemoved(err) {
 			err = &removedError{node: n.ID, members: n.Cluster.PeerAddrs(), err: err}
 		}
 	}

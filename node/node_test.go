@@ -50,7 +50,7 @@ func TestMoveAsideTakesTheLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, err := MoveAside(dir); !errors.Is(err, persist.ErrLocked) {
+	if _, err := MoveAside(Config{Dir: dir}); !errors.Is(err, persist.ErrLocked) {
 		t.Fatalf("MoveAside of a directory another store holds: %v, want %v", err, persist.ErrLocked)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "pebble")); err != nil {

@@ -69,12 +69,22 @@ func Open(dir string) (*Store, error) {
 		lock.Close()
 		return nil, err
 	}
+	// Opening replays Pebble's log into tables: on a full disk each
+	// table write fails and Pebble retries it at once, for ever (pebble
+	// v2.1.7: an ERROR line and a 0-byte .sst per try, a core spinning,
+	// Open never returning). Refuse instead, before any file is written.
+	reserve := reserveFor(dir)
+	if free, ok := freeBytes(dir); ok && free < reserve {
+		lock.Close()
+		return nil, fmt.Errorf("%w: %d MiB free on the file system of %s, below the %d MiB kept in reserve: free some space and start again (nothing was changed)",
+			ErrDiskFull, free>>20, dir, reserve>>20)
+	}
 	db, err := pebble.Open(filepath.Join(dir, "pebble"), &pebble.Options{Logger: quietLogger{}})
 	if err != nil {
 		lock.Close()
 		return nil, fmt.Errorf("open pebble in %s: %w", dir, err)
 	}
-	return &Store{dir: dir, lock: lock, db: db, reserve: reserveFor(dir)}, nil
+	return &Store{dir: dir, lock: lock, db: db, reserve: reserve}, nil
 }
 
 // Lock takes dir's lock (one process per directory), held until the file

@@ -256,8 +256,12 @@ func (c *Config) Validate() error {
 func (c *Config) warnings() []string {
 	var out []string
 	if c.Voters%2 == 0 {
-		out = append(out, fmt.Sprintf("--voters %d is even: autopilot keeps at most %d voters (an even count tolerates no more failures than one fewer)",
-			c.Voters, c.Voters-1))
+		voters := fmt.Sprintf("%d voters", c.Voters-1)
+		if c.Voters == 2 {
+			voters = "one voter"
+		}
+		out = append(out, fmt.Sprintf("--voters %d is even: autopilot keeps at most %s (an even count tolerates no more failures than one fewer)",
+			c.Voters, voters))
 	}
 	return out
 }

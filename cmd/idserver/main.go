@@ -135,12 +135,24 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		TLSServer: tlsServer, TLSClient: tlsClient, PublicKey: cfg.PublicKeyBytes,
 		Voters: cfg.Voters, DeadMemberAfter: cfg.DeadAfter, Zone: cfg.Zone,
 	}
+	if again, cut := node.Interrupted(ncfg); cut {
+		// The start before moved this directory aside to join again and
+		// was cut short: this one finishes the move and joins again.
+		aside, err := node.MoveAside(again)
+		if err != nil {
+			close(opened)
+			return fail(fmt.Errorf("finishing the move of %s aside: %w", cfg.Dir, err))
+		}
+		log.Warn("finished moving a removed member's old state aside, cut short at the last start: joining again as a new member",
+			"node_id", again.NodeID, "join", again.Join, "moved_to", aside)
+		ncfg = again
+	}
 	n, err := node.Open(ncfg)
 	if again, removed := node.Rejoin(ncfg, err); removed {
 		// Removed while it was down (a pod back with its volume after
 		// --dead-member-after): it joins again as a new member under its
 		// node ID, on its directory emptied, with no operator step.
-		aside, merr := node.MoveAside(cfg.Dir)
+		aside, merr := node.MoveAside(again)
 		if merr != nil {
 			close(opened)
 			return fail(fmt.Errorf("%w; moving %s aside to join again: %v", err, cfg.Dir, merr))

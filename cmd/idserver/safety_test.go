@@ -7,7 +7,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -710,7 +709,7 @@ func TestRemovedNodeWhoseRejoinDidNotFinishStartsNoClusterOfItsOwn(t *testing.T)
 		t.Fatalf("CLUSTER FORGET %s: %v", first["node_id"], err)
 	}
 	// What a start refused as removed leaves when its rejoin then fails.
-	if _, err := node.MoveAside(members[0].dir); err != nil {
+	if _, err := node.MoveAside(node.Config{Dir: members[0].dir}); err != nil {
 		t.Fatal(err)
 	}
 	out := refusal(t, members[0].dir, "--port", members[0].port, "--raft-addr", "127.0.0.1:"+members[0].raft)
@@ -726,52 +725,5 @@ func TestRemovedNodeWhoseRejoinDidNotFinishStartsNoClusterOfItsOwn(t *testing.T)
 	}
 	if v, err := members[0].p.client().Do(ctx, "INCR", "orders").Int64(); err != nil || v <= 1 {
 		t.Fatalf("INCR orders after it joined again: %d %v, want above 1", v, err)
-	}
-}
-
-// TestMoveAsideCutShortIsFinished: a node refused as removed killed while
-// it moved its directory aside (its Pebble state moved, its Raft log not
-// yet) was refused as damaged at every start after ('raft holds Raft state
-// but pebble holds no Pebble database', QA). Its next start finishes the
-// move and joins again.
-func TestMoveAsideCutShortIsFinished(t *testing.T) {
-	members := startMembers(t, 3)
-	ctx := context.Background()
-	victim := members[2]
-	first := clusterInfo(t, victim.p.client())
-	victim.p.Kill()
-	c0 := members[0].p.client()
-	var err error
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		if err = c0.Do(ctx, "CLUSTER", "FORGET", first["node_id"]).Err(); err == nil {
-			break
-		}
-	}
-	if err != nil {
-		t.Fatalf("CLUSTER FORGET %s: %v", first["node_id"], err)
-	}
-	// Where a kill -9 stops MoveAside, which moves the entries in name
-	// order: DIRECTORY-MARKER and pebble moved, raft not yet.
-	tmp := filepath.Join(victim.dir, "removed.tmp")
-	if err := os.Mkdir(tmp, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"DIRECTORY-MARKER", "pebble"} {
-		if err := os.Rename(filepath.Join(victim.dir, name), filepath.Join(tmp, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	victim.start(t)
-	again := clusterInfo(t, victim.p.client())
-	if again["cluster_id"] != first["cluster_id"] { // a new node ID: without --node-id, it was in the moved state
-		t.Fatalf("it came back in cluster %s, not %s", again["cluster_id"], first["cluster_id"])
-	}
-	for _, name := range []string{"pebble", "raft"} {
-		if _, err := os.Stat(filepath.Join(victim.dir, "removed", name)); err != nil {
-			t.Errorf("the old %s was not moved aside: %v", name, err)
-		}
-	}
-	if v, err := victim.p.client().Do(ctx, "INCR", "orders").Int64(); err != nil || v < 1 {
-		t.Fatalf("INCR after it joined again: %d %v", v, err)
 	}
 }

@@ -193,10 +193,13 @@ func (p *pilot) stop() {
 }
 
 // join tells autopilot that node enters the Raft configuration before the
-// state machine has it, so that it is not taken for a stray.
+// state machine has it, so that it is not taken for a stray, and that it
+// was heard from now: a member removed and joining again under its node ID
+// is not dead for its old silence.
 func (p *pilot) join(node, raftAddr string) {
 	p.mu.Lock()
 	p.joining[node] = joiner{raftAddr: raftAddr, at: time.Now()}
+	p.heard[node] = time.Now()
 	p.mu.Unlock()
 }
 

@@ -177,3 +177,19 @@ func TestNewLeaderInheritsSilences(t *testing.T) {
 		t.Errorf("with DeadMemberAfter 0: %v", got)
 	}
 }
+
+// TestRejoinerIsNotDeadForItsOldSilence: a member removed as dead and
+// joining again under its node ID (its pod back on its volume) was removed
+// again 0.1 s after its join (QA: "removing a dead member: not heard from
+// silent_for=20.949s"): the leader still had the old silence. Its join is
+// hearing from it.
+func TestRejoinerIsNotDeadForItsOldSilence(t *testing.T) {
+	now := time.Now()
+	p := &pilot{c: &Cluster{cfg: Config{NodeID: "n1", DeadMemberAfter: 3 * time.Second}},
+		heard: map[string]time.Time{"n2": now.Add(-20 * time.Second)}, joining: map[string]joiner{}}
+	p.join("n2", "127.0.0.1:1")
+	p.joined("n2")
+	if silent := p.silentFor("n2", time.Now()); silent >= p.c.cfg.DeadMemberAfter {
+		t.Fatalf("n2, joining again, is silent for %v: dead at once (after %v)", silent, p.c.cfg.DeadMemberAfter)
+	}
+}

@@ -105,19 +105,31 @@ func checkRaftState(cfg Config, f *fsm, clusterID string, snaps raft.SnapshotSto
 	}
 	// Raft restores the newest snapshot that opens (its checksum holds),
 	// then reads every entry after it, and panics on one it cannot decode,
-	// of a type it does not know, or a configuration it cannot read. The
-	// entries up to that snapshot it never reads, and they may have a gap:
-	// a follower that caught up by a snapshot keeps its older entries and
-	// appends the new ones after the snapshot's index.
+	// of a type it does not know, or a configuration it cannot read, or on
+	// one that is missing (above an older snapshot it fell back to, below
+	// the first entry kept after the newest one). With snapshots of which
+	// none opens, it does not start. The entries up to the snapshot it reads
+	// only to send a follower that lags, and it sends the snapshot instead
+	// of one that is missing: there a gap is no damage (a follower that
+	// caught up by a snapshot keeps its older entries and appends the new
+	// ones after the snapshot's index), but an entry that does not decode
+	// is (the leader stops replicating to the follower that needs it).
+	snap, restorable, skipped := restorableSnapshot(snaps)
+	if !restorable && skipped != "" {
+		return false, fmt.Errorf("%w: %s: no snapshot of the Raft state opens%s; %s",
+			persist.ErrDamaged, filepath.Join(cfg.Dir, "raft", "snapshots"), skipped, remedyLost(cfg.NodeID))
+	}
 	from := first
-	if idx, ok := restorableSnapshot(snaps); ok {
-		from = max(first, idx+1)
+	if restorable && snap < last {
+		from = min(first, snap+1)
 	}
 	for i := from; i <= last && i > 0; i++ {
-		if err := checkLogEntry(logs, i); err != nil {
-			return false, fmt.Errorf("%w: %s: Raft log entry %d of %d..%d cannot be read (%v); %s",
-				persist.ErrDamaged, path, i, first, last, err, remedyLost(cfg.NodeID))
+		err := checkLogEntry(logs, i)
+		if err == nil || restorable && i <= snap && errors.Is(err, raft.ErrLogNotFound) {
+			continue
 		}
+		return false, fmt.Errorf("%w: %s: Raft log entry %d of %d..%d cannot be read (%v)%s; %s",
+			persist.ErrDamaged, path, i, first, last, err, skipped, remedyLost(cfg.NodeID))
 	}
 	term, _ := stable.GetUint64([]byte("CurrentTerm"))
 	if list, err := snaps.List(); err == nil && len(list) > 0 {
@@ -146,19 +158,21 @@ func checkRaftState(cfg Config, f *fsm, clusterID string, snaps raft.SnapshotSto
 }
 
 // restorableSnapshot is the index of the snapshot Raft restores at start:
-// the newest one that opens.
-func restorableSnapshot(snaps raft.SnapshotStore) (uint64, bool) {
+// the newest one that opens. skipped names the newer ones that do not.
+func restorableSnapshot(snaps raft.SnapshotStore) (index uint64, ok bool, skipped string) {
 	list, err := snaps.List()
 	if err != nil {
-		return 0, false
+		return 0, false, fmt.Sprintf(" (the snapshots cannot be listed: %v)", err)
 	}
 	for _, meta := range list {
-		if _, rc, err := snaps.Open(meta.ID); err == nil {
+		_, rc, err := snaps.Open(meta.ID)
+		if err == nil {
 			rc.Close()
-			return meta.Index, true
+			return meta.Index, true, skipped
 		}
+		skipped += fmt.Sprintf(" (snapshot %s, at index %d, does not open: %v)", meta.ID, meta.Index, err)
 	}
-	return 0, false
+	return 0, false, skipped
 }
 
 // checkLogEntry reads entry i as Raft will.

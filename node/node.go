@@ -209,9 +209,15 @@ func (e *removedError) Unwrap() error { return e.err }
 // cfg.Dir; it returns cfg.Dir/removed. cfg is Rejoin's: the move goes
 // through cfg.Dir/removed.tmp, which first records cfg's node ID and join
 // addresses, so that a start after a move cut short (a kill, a power cut)
-// finishes it and joins again the same way (Interrupted).
+// finishes it and joins again the same way (Interrupted). It holds
+// cfg.Dir's lock meanwhile.
 func MoveAside(cfg Config) (string, error) {
 	dir := cfg.Dir
+	lock, err := persist.Lock(dir)
+	if err != nil {
+		return "", err
+	}
+	defer lock.Close()
 	aside, tmp := filepath.Join(dir, "removed"), filepath.Join(dir, "removed.tmp")
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
 		return "", err
@@ -257,6 +263,17 @@ func MoveAside(cfg Config) (string, error) {
 		return "", err
 	}
 	return aside, persist.SyncDirs(dir)
+}
+
+// wasMovedAside reports whether dir holds what MoveAside moved there (or
+// began to): the directory of a member its cluster removed.
+func wasMovedAside(dir string) bool {
+	for _, name := range []string{"removed", "removed.tmp"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // rejoinFile, in removed.tmp, is how a cut-short move joins again.
@@ -344,7 +361,15 @@ func Open(cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if join && clusterID == "" && n.firstOfJoin() && !n.anyPeerAnswers() {
+	movedAside := clusterID == "" && wasMovedAside(cfg.Dir)
+	if !join && movedAside {
+		// Its rejoin did not finish (refused, no answer, killed): on its
+		// emptied directory a start without --join would bootstrap a
+		// cluster of its own, handing out again the values its cluster did.
+		return nil, fmt.Errorf("the cluster removed this node and its state was moved aside into %s, but it has not joined again: "+
+			"it may not start a cluster of its own; start it with --join and a member's address", filepath.Join(cfg.Dir, "removed"))
+	}
+	if join && clusterID == "" && !movedAside && n.firstOfJoin() && !n.anyPeerAnswers() {
 		// The first of the StatefulSet's pods, on its first start: nobody
 		// to join, so it bootstraps. The same pod replaced later with an
 		// empty volume finds its peers and joins (and should it ever start

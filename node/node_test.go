@@ -1,9 +1,14 @@
 package node
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"idserver/persist"
 )
 
 // TestRetryDelayNeverDropsToZero: the check-in's wait grows to 250 ms and
@@ -32,5 +37,23 @@ func TestJoinHintNamesTheLikelyMistake(t *testing.T) {
 		if got := joinHint(reply); (want == "") != (got == "") || !strings.Contains(got, want) {
 			t.Errorf("%q: hint %q, want one with %q", reply, got, want)
 		}
+	}
+}
+
+// TestMoveAsideTakesTheLock: the directory of a process that runs on it
+// (a second process, or one that started in the moment between a refused
+// start and its move) is not moved from under it.
+func TestMoveAsideTakesTheLock(t *testing.T) {
+	dir := t.TempDir()
+	s, err := persist.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := MoveAside(Config{Dir: dir}); !errors.Is(err, persist.ErrLocked) {
+		t.Fatalf("MoveAside of a directory another store holds: %v, want %v", err, persist.ErrLocked)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "pebble")); err != nil {
+		t.Fatalf("the running store's files moved: %v", err)
 	}
 }

@@ -61,16 +61,9 @@ func Open(dir string) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	lock, err := os.OpenFile(filepath.Join(dir, "LOCK"), os.O_CREATE|os.O_RDWR, 0o644)
+	lock, err := Lock(dir)
 	if err != nil {
 		return nil, err
-	}
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		lock.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%w: %s", ErrLocked, dir)
-		}
-		return nil, fmt.Errorf("lock %s: %w", dir, err)
 	}
 	if err := checkPebbleFiles(dir); err != nil {
 		lock.Close()
@@ -92,6 +85,23 @@ func Open(dir string) (*Store, error) {
 		return nil, fmt.Errorf("open pebble in %s: %w", dir, err)
 	}
 	return &Store{dir: dir, lock: lock, db: db, reserve: reserve}, nil
+}
+
+// Lock takes dir's lock (one process per directory), held until the file
+// it returns is closed.
+func Lock(dir string) (*os.File, error) {
+	lock, err := os.OpenFile(filepath.Join(dir, "LOCK"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: %s", ErrLocked, dir)
+		}
+		return nil, fmt.Errorf("lock %s: %w", dir, err)
+	}
+	return lock, nil
 }
 
 // Room says whether the file system has room for a write: ErrDiskFull when

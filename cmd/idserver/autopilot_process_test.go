@@ -702,7 +702,9 @@ func TestWholeStatefulSetRestartsAtOnce(t *testing.T) {
 	}
 	back := time.Since(killed)
 	s.settled(3, all, 30*time.Second)
+	h.mu.Lock()
 	before := h.nValues
+	h.mu.Unlock()
 	time.Sleep(2 * time.Second)
 	close(stop)
 	wg.Wait()
@@ -767,7 +769,9 @@ func TestRemovedPodBackWithItsVolumeJoinsAgain(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(s.pods[victim].dir, "removed", "pebble")); err != nil {
 		t.Fatalf("its old state was not moved aside: %v", err)
 	}
+	h.mu.Lock()
 	from := h.nValues
+	h.mu.Unlock()
 	time.Sleep(2 * time.Second)
 	finish()
 	t.Logf("%s killed, removed by the cluster %v later, back on its volume: joined again as worker %s (%s moved aside); "+

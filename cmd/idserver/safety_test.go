@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"idserver/internal/testproc"
+	"idserver/node"
 )
 
 // collectIDs runs NEXTID 100 on each client from several connections for a
@@ -681,4 +682,48 @@ func TestRemovedNodeWithoutJoinJoinsAgainThroughItsPeers(t *testing.T) {
 	t.Logf("forgotten while down, started again without --join: joined cluster %s again as worker %s (was %s) through its peers; "+
 		"%d IDs before and %d after from it, none twice; %d IDs from the three, no repeat", again["cluster_id"], again["worker_id"],
 		first["worker_id"], len(before), after, n)
+}
+
+// TestRemovedNodeWhoseRejoinDidNotFinishStartsNoClusterOfItsOwn: a node
+// without --join, removed while down, whose directory was moved aside but
+// whose rejoin did not finish (refused: no free worker ID; no answer; killed)
+// is restarted as before. On its emptied directory it bootstrapped a cluster
+// of its own (QA: INCR answered 1 again, worker 0 beside the cluster's
+// worker 0); it must refuse and, given --join, join its cluster again.
+func TestRemovedNodeWhoseRejoinDidNotFinishStartsNoClusterOfItsOwn(t *testing.T) {
+	members := startMembers(t, 3)
+	ctx := context.Background()
+	first := clusterInfo(t, members[0].p.client())
+	if v, err := members[0].p.client().Do(ctx, "INCR", "orders").Int64(); err != nil || v != 1 {
+		t.Fatalf("INCR orders: %d %v", v, err)
+	}
+	members[0].p.Kill()
+	c1 := members[1].p.client()
+	var err error
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if err = c1.Do(ctx, "CLUSTER", "FORGET", first["node_id"]).Err(); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("CLUSTER FORGET %s: %v", first["node_id"], err)
+	}
+	// What a start refused as removed leaves when its rejoin then fails.
+	if _, err := node.MoveAside(node.Config{Dir: members[0].dir}); err != nil {
+		t.Fatal(err)
+	}
+	out := refusal(t, members[0].dir, "--port", members[0].port, "--raft-addr", "127.0.0.1:"+members[0].raft)
+	if strings.Contains(out, "bootstrapped a new cluster") {
+		t.Fatalf("it started a cluster of its own:\n%s", out)
+	}
+	mustSay(t, out, "moved aside", "--join")
+	members[0].join = "127.0.0.1:" + members[1].port
+	members[0].start(t)
+	again := clusterInfo(t, members[0].p.client())
+	if again["cluster_id"] != first["cluster_id"] {
+		t.Fatalf("with --join it came back in cluster %s, not %s", again["cluster_id"], first["cluster_id"])
+	}
+	if v, err := members[0].p.client().Do(ctx, "INCR", "orders").Int64(); err != nil || v <= 1 {
+		t.Fatalf("INCR orders after it joined again: %d %v, want above 1", v, err)
+	}
 }

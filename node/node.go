@@ -288,9 +288,8 @@ type rejoinNote struct {
 // gives the configuration it was joining again with, for MoveAside to
 // finish the move and Open to join.
 func Interrupted(cfg Config) (Config, bool) {
-	b, err := os.ReadFile(filepath.Join(cfg.Dir, "removed.tmp", rejoinFile))
-	var note rejoinNote
-	if err != nil || json.Unmarshal(b, &note) != nil || note.Node == "" {
+	note, ok := readRejoinNote(filepath.Join(cfg.Dir, "removed.tmp"))
+	if !ok {
 		return cfg, false
 	}
 	cfg.NodeID = note.Node
@@ -298,6 +297,16 @@ func Interrupted(cfg Config) (Config, bool) {
 		cfg.Join = note.Join
 	}
 	return cfg, true
+}
+
+// readRejoinNote reads the note MoveAside left in dir.
+func readRejoinNote(dir string) (rejoinNote, bool) {
+	b, err := os.ReadFile(filepath.Join(dir, rejoinFile))
+	var note rejoinNote
+	if err != nil || json.Unmarshal(b, &note) != nil || note.Node == "" {
+		return rejoinNote{}, false
+	}
+	return note, true
 }
 
 // Open starts a node. Its RESP port answers at once, -LOADING until the
@@ -362,6 +371,13 @@ func Open(cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	movedAside := clusterID == "" && wasMovedAside(cfg.Dir)
+	if note, ok := readRejoinNote(filepath.Join(cfg.Dir, "removed")); !join && movedAside && ok && note.Join != "" {
+		// Its rejoin did not finish (refused, no answer, killed), and it has
+		// no --join: it tries again through the members it knew.
+		n.cfg.Join, join = note.Join, true
+		n.log.Warn("this removed node has not joined again yet and has no --join: joining through the members it knew",
+			"join", note.Join, "note", filepath.Join(cfg.Dir, "removed", rejoinFile))
+	}
 	if !join && movedAside {
 		// Its rejoin did not finish (refused, no answer, killed): on its
 		// emptied directory a start without --join would bootstrap a

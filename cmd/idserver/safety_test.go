@@ -689,7 +689,8 @@ func TestRemovedNodeWithoutJoinJoinsAgainThroughItsPeers(t *testing.T) {
 // whose rejoin did not finish (refused: no free worker ID; no answer; killed)
 // is restarted as before. On its emptied directory it bootstrapped a cluster
 // of its own (QA: INCR answered 1 again, worker 0 beside the cluster's
-// worker 0); it must refuse and, given --join, join its cluster again.
+// worker 0); it must refuse, or, with the members it knew recorded by the
+// move, join its cluster again through them.
 func TestRemovedNodeWhoseRejoinDidNotFinishStartsNoClusterOfItsOwn(t *testing.T) {
 	members := startMembers(t, 3)
 	ctx := context.Background()
@@ -717,11 +718,16 @@ func TestRemovedNodeWhoseRejoinDidNotFinishStartsNoClusterOfItsOwn(t *testing.T)
 		t.Fatalf("it started a cluster of its own:\n%s", out)
 	}
 	mustSay(t, out, "moved aside", "--join")
-	members[0].join = "127.0.0.1:" + members[1].port
+	// The move as the start refused as removed makes it records the members
+	// it knew: with that note, a start without --join joins through them.
+	if _, err := node.MoveAside(node.Config{Dir: members[0].dir, NodeID: first["node_id"], Join: "127.0.0.1:" + members[1].port}); err != nil {
+		t.Fatal(err)
+	}
 	members[0].start(t)
+	mustSay(t, members[0].p.Log(), "joining through the members it knew")
 	again := clusterInfo(t, members[0].p.client())
 	if again["cluster_id"] != first["cluster_id"] {
-		t.Fatalf("with --join it came back in cluster %s, not %s", again["cluster_id"], first["cluster_id"])
+		t.Fatalf("through the members it knew it came back in cluster %s, not %s", again["cluster_id"], first["cluster_id"])
 	}
 	if v, err := members[0].p.client().Do(ctx, "INCR", "orders").Int64(); err != nil || v <= 1 {
 		t.Fatalf("INCR orders after it joined again: %d %v, want above 1", v, err)

@@ -834,11 +834,12 @@ func TestGrowthBeyondVoters(t *testing.T) {
 		if sf != "nonvoter" {
 			continue
 		}
-		ctx := context.Background()
-		if err := s.pods[i].rdb.Do(ctx, "SET", "grown", 10).Err(); err != nil {
+		// Served, or TRYAGAIN while the leadership changes (a step-down
+		// under load), as a client retries.
+		if err := untilServed(t, s.pods[i].rdb, "SET", "grown", 10).Err(); err != nil {
 			t.Fatalf("SET on non-voter pod %d: %v", i, err)
 		}
-		if v, err := s.pods[i].rdb.Do(ctx, "INCR", "grown").Int64(); err != nil || v <= 10 {
+		if v, err := untilServed(t, s.pods[i].rdb, "INCR", "grown").Int64(); err != nil || v <= 10 {
 			t.Fatalf("INCR on non-voter pod %d after SET 10: %d %v", i, v, err)
 		}
 		break

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"idserver/cluster"
+	"idserver/internal/testproc"
 	idnode "idserver/node"
 )
 
@@ -28,14 +29,7 @@ import (
 // lease renewal loop stuck, so that NEXTID said "the clock moved past the
 // worker lease (stepped forward?)"). Once space is freed both work again.
 func TestLeaderOnAFullDiskAnswersWithinTheApplyBudget(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a tmpfs (CI runs as root)")
-	}
-	mnt := t.TempDir()
-	if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=16m"); err != nil {
-		t.Skipf("cannot mount a tmpfs: %v", err)
-	}
-	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
+	mnt := testproc.Tmpfs(t, "16m")
 	steps := &countingHandler{Handler: slog.NewTextHandler(io.Discard, nil), prefix: "high-water step failed"}
 	nd, err := openNode(t, "n1", filepath.Join(mnt, "n1"), nil, func(c *idnode.Config) { c.Logger = slog.New(steps) })
 	if err != nil {

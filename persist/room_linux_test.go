@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"idserver/internal/testproc"
 )
 
 // TestFullDiskRefusesWritesAndRecovers: a store on a 16 MiB tmpfs, the
@@ -18,14 +18,7 @@ import (
 // would panic; once the file is removed writes succeed again, and after a
 // reopen every write acknowledged before is there.
 func TestFullDiskRefusesWritesAndRecovers(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a tmpfs (CI runs as root)")
-	}
-	mnt := t.TempDir()
-	if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=16m"); err != nil {
-		t.Skipf("cannot mount a tmpfs: %v", err)
-	}
-	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
+	mnt := testproc.Tmpfs(t, "16m")
 	dir := filepath.Join(mnt, "data")
 	s, err := Open(dir)
 	if err != nil {
@@ -36,18 +29,7 @@ func TestFullDiskRefusesWritesAndRecovers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	filler := filepath.Join(mnt, "filler")
-	f, err := os.Create(filler)
-	if err != nil {
-		t.Fatal(err)
-	}
-	chunk := make([]byte, 64<<10)
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			break // ENOSPC: the file system is full
-		}
-	}
-	f.Close()
+	filler := fillUp(t, mnt)
 	b := s.NewBatch()
 	b.Set("batch", []byte("v"))
 	for name, err := range map[string]error{
@@ -91,14 +73,7 @@ func TestFullDiskRefusesWritesAndRecovers(t *testing.T) {
 // the node never listening, SIGTERM unanswered). Once space is freed the
 // store opens with every write.
 func TestOpenOnAFullDiskIsRefused(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a tmpfs (CI runs as root)")
-	}
-	mnt := t.TempDir()
-	if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=16m"); err != nil {
-		t.Skipf("cannot mount a tmpfs: %v", err)
-	}
-	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
+	mnt := testproc.Tmpfs(t, "16m")
 	dir := filepath.Join(mnt, "data")
 	s, err := Open(dir)
 	if err != nil {
@@ -112,18 +87,7 @@ func TestOpenOnAFullDiskIsRefused(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	filler := filepath.Join(mnt, "filler")
-	f, err := os.Create(filler)
-	if err != nil {
-		t.Fatal(err)
-	}
-	chunk := make([]byte, 64<<10)
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			break // ENOSPC: the file system is full
-		}
-	}
-	f.Close()
+	filler := fillUp(t, mnt)
 	opened := make(chan error, 1)
 	go func() {
 		s, err := Open(dir)
@@ -152,6 +116,24 @@ func TestOpenOnAFullDiskIsRefused(t *testing.T) {
 	for _, k := range []string{"before/0", "before/99"} {
 		if _, ok, err := s.Get(k); !ok || err != nil {
 			t.Errorf("%s after the reopen: %v %v", k, ok, err)
+		}
+	}
+}
+
+// fillUp fills the file system of dir to the last byte with one file, as
+// the fault campaign's disk-full does, and returns that file's path.
+func fillUp(t *testing.T, dir string) string {
+	t.Helper()
+	filler := filepath.Join(dir, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	chunk := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			return filler // ENOSPC: the file system is full
 		}
 	}
 }

@@ -155,9 +155,24 @@ func (n *node) stop() {
 
 func startCluster(t *testing.T, size int, snapshotThreshold uint64) []*node {
 	t.Helper()
-	nodes := []*node{startNode(t, "n1", t.TempDir(), nil, snapshotThreshold)}
-	for i := 2; i <= size; i++ {
-		nodes = append(nodes, startNode(t, fmt.Sprintf("n%d", i), t.TempDir(), nodes[0], snapshotThreshold))
+	return openCluster(t, size, func(c *idnode.Config) { c.SnapshotThreshold = snapshotThreshold })
+}
+
+// openCluster opens n1..nsize, each on its own directory, the first
+// bootstrapping and the others joining it, each configured by mod.
+func openCluster(t *testing.T, size int, mod func(*idnode.Config)) []*node {
+	t.Helper()
+	var nodes []*node
+	for i := 1; i <= size; i++ {
+		var via *node
+		if i > 1 {
+			via = nodes[0]
+		}
+		n, err := openNode(t, fmt.Sprintf("n%d", i), t.TempDir(), via, mod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, n)
 	}
 	return nodes
 }
@@ -436,14 +451,7 @@ func TestRestartAfterInstallingASnapshot(t *testing.T) {
 	l := leader(t, nodes)
 	f := follower(t, nodes, l)
 	f.stream.partition(true)
-	var last int64
-	for i := range 200 { // a tag each: an allocation through Raft each
-		v, err := l.rdb.Do(ctx, "NEXTSEG", fmt.Sprintf("t%d", i), 100).Int64Slice()
-		if err != nil {
-			t.Fatal(err)
-		}
-		last = v[1]
-	}
+	last := newTags(t, l.rdb, "t", 200)
 	if err := l.cl.Snapshot(); err != nil {
 		t.Fatal(err)
 	}
@@ -456,11 +464,7 @@ func TestRestartAfterInstallingASnapshot(t *testing.T) {
 			t.Fatalf("the follower did not catch up: t199 at %d, want %d", func() int64 { v, _ := f.cl.Get("t199"); return v }(), last)
 		}
 	}
-	for i := range 20 { // entries after the snapshot on the follower too
-		if err := l.rdb.Do(ctx, "NEXTSEG", fmt.Sprintf("u%d", i), 100).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	newTags(t, l.rdb, "u", 20) // entries after the snapshot on the follower too
 	time.Sleep(500 * time.Millisecond)
 	f.stop()
 	st, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(f.dir, "raft", "raft.db"), BoltOptions: &bolt.Options{ReadOnly: true}})
@@ -489,6 +493,22 @@ func TestRestartAfterInstallingASnapshot(t *testing.T) {
 	}
 }
 
+// newTags makes count new tags prefix0, prefix1, ..., each with a NEXTSEG
+// of 100 (an allocation through Raft each), and returns the last range's
+// end.
+func newTags(t *testing.T, rdb *redis.Client, prefix string, count int) int64 {
+	t.Helper()
+	var last int64
+	for i := range count {
+		v, err := rdb.Do(context.Background(), "NEXTSEG", fmt.Sprintf("%s%d", prefix, i), 100).Int64Slice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = v[1]
+	}
+	return last
+}
+
 // TestUndecodableEntryBelowTheSnapshotIsRefused: the entries Raft keeps
 // at or below its snapshot (the trailing logs) are what a leader sends a
 // follower that lags; one that does not decode stops that replication for
@@ -497,11 +517,7 @@ func TestRestartAfterInstallingASnapshot(t *testing.T) {
 // started once the check skipped every entry up to the snapshot).
 func TestUndecodableEntryBelowTheSnapshotIsRefused(t *testing.T) {
 	n := startNode(t, "n1", t.TempDir(), nil, 64)
-	for i := range 200 { // a tag each: an allocation through Raft each
-		if err := n.rdb.Do(context.Background(), "NEXTSEG", fmt.Sprintf("t%d", i), 100).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	newTags(t, n.rdb, "t", 200)
 	if err := n.cl.Snapshot(); err != nil {
 		t.Fatal(err)
 	}
@@ -548,11 +564,7 @@ func TestUndecodableEntryBelowTheSnapshotIsRefused(t *testing.T) {
 func TestCorruptSnapshotIsRefused(t *testing.T) {
 	n := startNode(t, "n1", t.TempDir(), nil, 64)
 	for round := range 2 {
-		for i := range 200 { // a tag each: an allocation through Raft each
-			if err := n.rdb.Do(context.Background(), "NEXTSEG", fmt.Sprintf("t%d-%d", round, i), 100).Err(); err != nil {
-				t.Fatal(err)
-			}
-		}
+		newTags(t, n.rdb, fmt.Sprintf("t%d-", round), 200)
 		if err := n.cl.Snapshot(); err != nil {
 			t.Fatal(err)
 		}

@@ -2,7 +2,6 @@ package cluster_test
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -271,18 +270,7 @@ func TestRemovedCutOffNodeStopsAtItsLeaseEnd(t *testing.T) {
 // leadership lasts DeadMemberAfter.
 func TestDeadMemberRemovedAcrossLeadershipChanges(t *testing.T) {
 	mod := func(c *idnode.Config) { c.WorkerLease, c.DeadMemberAfter, c.Voters = 2*time.Second, 6*time.Second, 3 }
-	var nodes []*node
-	for i := 1; i <= 4; i++ {
-		var via *node
-		if i > 1 {
-			via = nodes[0]
-		}
-		n, err := openNode(t, fmt.Sprintf("n%d", i), t.TempDir(), via, mod)
-		if err != nil {
-			t.Fatal(err)
-		}
-		nodes = append(nodes, n)
-	}
+	nodes := openCluster(t, 4, mod)
 	ctx := context.Background()
 	dead := nodes[3]
 	if l := leader(t, nodes); l == dead {
@@ -345,18 +333,7 @@ func TestDeadMemberKeptAtTheFloorSaysWhy(t *testing.T) {
 		c.WorkerLease, c.DeadMemberAfter, c.Voters = 2*time.Second, 2*time.Second, 3
 		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	}
-	var nodes []*node
-	for i := 1; i <= 3; i++ {
-		var via *node
-		if i > 1 {
-			via = nodes[0]
-		}
-		n, err := openNode(t, fmt.Sprintf("n%d", i), t.TempDir(), via, mod)
-		if err != nil {
-			t.Fatal(err)
-		}
-		nodes = append(nodes, n)
-	}
+	nodes := openCluster(t, 3, mod)
 	dead := nodes[2]
 	if leader(t, nodes) == dead {
 		dead = nodes[1]

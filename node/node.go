@@ -226,21 +226,10 @@ func MoveAside(cfg Config) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	f, err := os.Create(filepath.Join(tmp, rejoinFile))
-	if err != nil {
+	if err := persist.WriteFileSync(filepath.Join(tmp, rejoinFile), note); err != nil {
 		return "", err
 	}
-	_, err = f.Write(note)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = persist.SyncDirs(tmp, dir)
-	}
-	if err != nil {
+	if err := persist.SyncDirs(dir); err != nil {
 		return "", err
 	}
 	entries, err := os.ReadDir(dir)

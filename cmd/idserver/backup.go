@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"idserver/cluster"
+	"idserver/persist"
 )
 
 // splitPositional takes the one positional argument, before or after the
@@ -67,43 +68,12 @@ func runBackup(args []string, getenv func(string) string, stdout, stderr io.Writ
 		fmt.Fprintf(stderr, "idserver backup: %s: %v\n", *from, err)
 		return 1
 	}
-	if err := writeFileSync(filepath.Join(dir, cluster.BackupFile), []byte(img)); err != nil {
+	if err := persist.WriteFileSync(filepath.Join(dir, cluster.BackupFile), []byte(img)); err != nil {
 		fmt.Fprintln(stderr, "idserver backup:", err)
 		return 1
 	}
 	fmt.Fprintf(stdout, "backed up %s into %s (%d bytes); restore it with: idserver restore %s --dir NEWDIR\n", *from, dir, len(img), dir)
 	return 0
-}
-
-// writeFileSync writes path through a temporary file, durably.
-func writeFileSync(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // runRestore: idserver restore BACKUP --dir DIR writes a new data
@@ -235,7 +205,7 @@ func recordRestore(src string, recs []restoreRecord) error {
 	if err != nil {
 		return err
 	}
-	return writeFileSync(filepath.Join(src, restoredFile), data)
+	return persist.WriteFileSync(filepath.Join(src, restoredFile), data)
 }
 
 // readImage reads a backup directory's image, or the image of a copy of

@@ -258,8 +258,16 @@ func TestRedisExporterScrape(t *testing.T) {
 	p := startProc(t, t.TempDir())
 	rdb := p.client()
 	ctx := context.Background()
-	for range 200 {
-		rdb.Do(ctx, "NEXTID")
+	// Load until the process has spent measurable CPU in both modes (a
+	// fresh process may show 0 ms of user time: CI saw it after 200 NEXTIDs).
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		for range 200 {
+			rdb.Do(ctx, "NEXTID")
+		}
+		cpu, _ := rdb.Info(ctx, "cpu").Result()
+		if !strings.Contains(cpu, "used_cpu_user:0.000000") && !strings.Contains(cpu, "used_cpu_sys:0.000000") {
+			break
+		}
 	}
 	rdb.Do(ctx, "GET", "nosuch")
 	web := "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t))

@@ -1,23 +1,64 @@
 package testproc
 
 import (
+	"math/rand/v2"
 	"net"
+	"os"
 	"os/exec"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 )
 
 // FreePort is a TCP port free on 127.0.0.1 now, for a process that must
-// keep its port across a restart or be told it in advance.
+// keep its port across a restart or be told it in advance. It is drawn at
+// random from below the kernel's ephemeral range
+// (net.ipv4.ip_local_port_range), so that no outgoing connection of the
+// test's own load takes it before the process binds it, and it is never
+// given twice in one test binary: a port picked and not yet bound is still
+// free to the kernel, so asking it again could hand out the same one.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	portMu.Lock()
+	defer portMu.Unlock()
+	lo, hi := 10000, ephemeralStart()
+	for range 1000 {
+		port := lo + rand.IntN(hi-lo)
+		if portsGiven[port] {
+			continue
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		portsGiven[port] = true
+		return port
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatalf("no free port on 127.0.0.1 in %d..%d", lo, hi-1)
+	return 0
+}
+
+var (
+	portMu     sync.Mutex
+	portsGiven = map[int]bool{}
+)
+
+// ephemeralStart is the first port of the kernel's ephemeral range, or
+// 32768 (Linux's default) when it cannot be read or leaves too few ports
+// below it.
+func ephemeralStart() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > 12000 {
+				return n
+			}
+		}
+	}
+	return 32768
 }
 
 // StartRedis runs Debian's redis-server on a free loopback port, without

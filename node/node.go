@@ -460,9 +460,10 @@ func Open(cfg Config) (_ *Node, err error) {
 		Layout: cfg.Layout, Worker: worker, Window: cfg.Window, MaxBorrow: cfg.MaxBorrow,
 		StartAboveMS: startAbove, LeaseEndMS: lease,
 		// cfg.Now is the machine's clock or DEBUG CLOCK's offset over it:
-		// the generator reads it once a millisecond, the monotonic clock
-		// on every call.
-		Monotonic: engine.MonotonicClock(),
+		// the generator reads it once a millisecond, and on every call
+		// the monotonic clock, or where the kernel's clock is the CPU's
+		// time-stamp counter, that counter.
+		Monotonic: engine.MonotonicClock(), TSC: true,
 	}, cfg.Now, n.Store); err != nil {
 		return nil, err
 	}

@@ -48,7 +48,9 @@ var generators = []peers.Generator{
 		// No borrowing: a benchmark of a second or two would otherwise
 		// run up to a second ahead of the clock and beat the layout's
 		// ceiling, which no sustained load can.
-		gen, err := engine.New(engine.Config{Layout: layout, Worker: 1, MaxBorrow: 0, LeaseEndMS: math.MaxInt64, Monotonic: engine.MonotonicClock()}, time.Now, &memHighWater{})
+		// The machine's clocks, as a node passes them.
+		gen, err := engine.New(engine.Config{Layout: layout, Worker: 1, MaxBorrow: 0, LeaseEndMS: math.MaxInt64,
+			Monotonic: engine.MonotonicClock(), TSC: true}, time.Now, &memHighWater{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -76,7 +78,8 @@ func BenchmarkEngine(b *testing.B) {
 // TestEngineIsUniqueAndIncreasing keeps the benchmark honest: the
 // generator it measures hands out strictly increasing IDs.
 func TestEngineIsUniqueAndIncreasing(t *testing.T) {
-	gen, err := engine.New(engine.Config{Layout: engine.DefaultLayout(), Worker: 1, LeaseEndMS: math.MaxInt64, Monotonic: engine.MonotonicClock()}, time.Now, &memHighWater{})
+	gen, err := engine.New(engine.Config{Layout: engine.DefaultLayout(), Worker: 1, LeaseEndMS: math.MaxInt64,
+		Monotonic: engine.MonotonicClock(), TSC: true}, time.Now, &memHighWater{})
 	if err != nil {
 		t.Fatal(err)
 	}

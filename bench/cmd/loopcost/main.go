@@ -154,6 +154,16 @@ func serveRaw(port int) error {
 	}
 }
 
+// epollPoll is epoll_wait(2) with a timeout of 0, without telling the
+// scheduler.
+func epollPoll(ep int, events []unix.EpollEvent) (int, error) {
+	n, _, errno := unix.RawSyscall6(unix.SYS_EPOLL_WAIT, uintptr(ep), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), 0, 0, 0)
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(n), nil
+}
+
 // rawSys is read(2) or write(2) without telling the scheduler.
 func rawSys(trap uintptr, fd int, b []byte) (int, error) {
 	n, _, errno := unix.RawSyscall(trap, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
@@ -190,7 +200,13 @@ func serveEpoll(port int) error {
 	counters := map[int]*int64{}
 	events := make([]unix.EpollEvent, 128)
 	for {
-		n, err := unix.EpollWait(ep, events, -1)
+		// A poll that finds events ready is a raw system call (it cannot
+		// block, so the scheduler need not know, and sysmon is not woken);
+		// only an empty one is followed by the wait through the scheduler.
+		n, err := epollPoll(ep, events)
+		if err == nil && n == 0 {
+			n, err = unix.EpollWait(ep, events, -1)
+		}
 		if err == unix.EINTR {
 			continue
 		}
@@ -213,7 +229,7 @@ func serveEpoll(port int) error {
 			}
 			// One read per readable event, as Redis does; a short
 			// read leaves the rest for the next event.
-			r, err := unix.Read(fd, in)
+			r, err := rawSys(unix.SYS_READ, fd, in)
 			if r <= 0 {
 				if err == unix.EAGAIN {
 					continue
@@ -225,7 +241,7 @@ func serveEpoll(port int) error {
 			}
 			out = reply(out[:0], frames(in[:r]), counters[fd])
 			for len(out) > 0 {
-				w, err := unix.Write(fd, out)
+				w, err := rawSys(unix.SYS_WRITE, fd, out)
 				if err != nil && err != unix.EAGAIN {
 					break
 				}

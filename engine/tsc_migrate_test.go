@@ -1,0 +1,106 @@
+package engine
+
+import (
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestCounterAcrossCPUs: with this process's threads moved between CPUs
+// every few milliseconds (taskset -a -p, on this test's own PID), and
+// callers on two goroutines, no ID carries a millisecond that was over
+// before it was asked for. It logs whether the counter stayed in use: a
+// pair split across two CPUs that finds the counter back drops it (the
+// safe way), which would only cost speed.
+func TestCounterAcrossCPUs(t *testing.T) {
+	if !tscTrusted() {
+		t.Skip("the kernel's clocksource is not the time-stamp counter: the counter check is off here")
+	}
+	if runtime.NumCPU() < 2 {
+		t.Skip("one CPU: nothing to move between")
+	}
+	taskset, err := exec.LookPath("taskset")
+	if err != nil {
+		t.Skip("taskset not found (apt-get install util-linux)")
+	}
+	g, err := New(Config{Layout: DefaultLayout(), Worker: 1, LeaseEndMS: math.MaxInt64,
+		Monotonic: MonotonicClock(), TSC: true}, time.Now, &memStore{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	pid := strconv.Itoa(os.Getpid())
+	defer exec.Command(taskset, "-a", "-p", "-c", "0-"+strconv.Itoa(runtime.NumCPU()-1), pid).Run()
+
+	const run = 3 * tscSpan
+	stop := time.Now().Add(run)
+	moves := 0
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for cpu := 0; time.Now().Before(stop); cpu ^= 1 {
+			if out, err := exec.Command(taskset, "-a", "-p", "-c", strconv.Itoa(cpu), pid).CombinedOutput(); err != nil {
+				t.Errorf("taskset: %v: %s", err, out)
+				return
+			}
+			moves++
+			time.Sleep(time.Duration(rand.Int64N(int64(3 * time.Millisecond))))
+		}
+	}()
+	epoch := DefaultEpoch.UnixNano()
+	const slack = 50 * time.Microsecond
+	var mu sync.Mutex
+	calls, late := 0, 0
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n, l := 0, 0
+			for time.Now().Before(stop) && n < 5_000_000 {
+				for range rand.IntN(2000) {
+					before := (time.Now().UnixNano() - epoch - int64(slack)) / int64(time.Millisecond)
+					var id int64
+					var err error
+					if rand.IntN(8) == 0 {
+						var ids []int64
+						ids, err = g.NextIDs(nil, 1)
+						if err == nil {
+							id = ids[0]
+						}
+					} else {
+						id, err = g.NextID()
+					}
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					n++
+					if ms := idMS(t, g, id); ms < before {
+						l++
+						if l < 10 {
+							t.Errorf("ID of ms %d asked for at ms %d", ms, before)
+						}
+					}
+				}
+				time.Sleep(time.Duration(rand.Int64N(int64(2 * time.Millisecond))))
+			}
+			mu.Lock()
+			calls, late = calls+n, late+l
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	<-done
+	g.mu.Lock()
+	on, trusted, rate := g.tsc.on.Load(), g.tsc.trusted, g.tsc.rate
+	g.mu.Unlock()
+	t.Logf("%d IDs over %v, %d CPU moves, %d with a millisecond already over; counter on %v (trusted %v, rate %.4f)",
+		calls, run, moves, late, on, trusted, rate)
+}

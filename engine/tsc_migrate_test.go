@@ -104,3 +104,60 @@ func TestCounterAcrossCPUs(t *testing.T) {
 	t.Logf("%d IDs over %v, %d CPU moves, %d with a millisecond already over; counter on %v (trusted %v, rate %.4f)",
 		calls, run, moves, late, on, trusted, rate)
 }
+
+// TestCounterSwitchAndCloseExpire: with the counter check on and the
+// fast path hot, SwitchWorker and Close end the limit in force. Right after
+// a switch to a worker whose lease ends at the millisecond just issued, no
+// call gets an ID (the old worker's limit, still in force, would hand one
+// out); right after Close, none does either.
+func TestCounterSwitchAndCloseExpire(t *testing.T) {
+	if !tscTrusted() {
+		t.Skip("the kernel's clocksource is not the time-stamp counter: the counter check is off here")
+	}
+	g, err := New(Config{Layout: DefaultLayout(), Worker: 1, LeaseEndMS: math.MaxInt64,
+		Monotonic: MonotonicClock(), TSC: true}, time.Now, &memStore{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	// The counter's rate is measured over the first span (a pair taken
+	// with a preemption inside does not count): be past it.
+	for end := time.Now().Add(10 * tscSpan); !g.tsc.on.Load() && time.Now().Before(end); {
+		if _, err := g.NextID(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	if !g.tsc.on.Load() {
+		t.Skipf("the counter is not in use after %v (trusted %v, rate %v): nothing to check", 10*tscSpan, g.tsc.trusted, g.tsc.rate)
+	}
+	hot := func() int64 {
+		t.Helper()
+		var id int64
+		for range 3 { // the second and third on the fast path, unless a millisecond ended
+			if id, err = g.NextID(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return id
+	}
+	for i := range 200 {
+		ms := idMS(t, g, hot())
+		if err := g.SwitchWorker(int64(2+i%8), ms-1, ms); err != nil {
+			t.Fatal(err)
+		}
+		if id, err := g.NextID(); err == nil {
+			t.Fatalf("switch %d: ID %d (ms %d) on a worker whose lease ended at ms %d", i, id, idMS(t, g, id), ms)
+		}
+		if err := g.SwitchWorker(int64(2+i%8), ms, math.MaxInt64); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hot()
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if id, err := g.NextID(); err != ErrClosed {
+		t.Fatalf("after Close: ID %d, error %v", id, err)
+	}
+}

@@ -270,7 +270,7 @@ func New(cfg Config, now Clock, store HighWaterStore) (*Generator, error) {
 		lanes:       make([]int64, 1<<l.GeneBits),
 		fast:        fastPath{until: math.MinInt64, untilTSC: math.MinInt64},
 	}
-	g.tsc.trusted = cfg.TSC && cfg.Monotonic != nil && tscTrusted()
+	g.tsc.trusted = cfg.TSC && cfg.Monotonic != nil && TSCTrusted()
 	if g.sleep == nil {
 		g.sleep = time.Sleep
 		g.precise = g.mono != nil
@@ -923,6 +923,11 @@ type Status struct {
 	// lease). Past the borrow the node answers CLOCKBACK, or takes a fresh
 	// worker ID (SwitchWorker).
 	ClockBehindMS int64
+	// Counter is what each ID reads to tell whether the wall clock's
+	// reading still holds: "tsc", the CPU's time-stamp counter (tsc.go),
+	// or "monotonic" (before the counter's rate is measured, where it is
+	// not trusted, and once it was dropped); "wall" without Monotonic.
+	Counter string
 }
 
 // Status reports the generator's clocks.
@@ -949,5 +954,17 @@ func (g *Generator) Status() Status {
 		WindowAheadMS: hw*u - wallMS,
 		LeaseEndMS:    g.leaseEnd.Load(),
 		ClockBehindMS: behind * u,
+		Counter:       g.counter(),
 	}
+}
+
+// counter is Status.Counter.
+func (g *Generator) counter() string {
+	switch {
+	case g.tsc.on.Load():
+		return "tsc"
+	case g.mono != nil:
+		return "monotonic"
+	}
+	return "wall"
 }

@@ -8,7 +8,7 @@ import (
 
 // The time-stamp counter check (engine/DESIGN.md, "The counter"). A reading
 // of the clock is good until the monotonic clock reaches its end (until);
-// where the kernel's clock is the CPU's time-stamp counter (tscTrusted),
+// where the kernel's clock is the CPU's time-stamp counter (TSCTrusted),
 // the fast path compares the counter with that end converted to counter
 // ticks instead of reading the monotonic clock: RDTSC costs a third of Go's
 // monotonic read. The conversion errs early, never late: the counter is
@@ -40,9 +40,10 @@ const (
 	tscPairTicks = 8000
 	// tscMargin is kept from a reading's end, for the counters of two CPUs
 	// (which the kernel found in step at boot) differing by a little: up
-	// to tscPairTicks back is taken as such (3 µs at 2.5 GHz), further
-	// back as a counter that went back.
-	tscMargin = 5 * time.Microsecond
+	// to tscPairTicks back is taken as such, further back as a counter
+	// that went back, and tscPairTicks is at most 8 µs on any counter of 1
+	// GHz or more (3.3 µs here, at 2.4 GHz).
+	tscMargin = 10 * time.Microsecond
 )
 
 // stamp is what the fast path compares with the reading's end: the counter

@@ -11,13 +11,13 @@ import (
 // rdtsc reads the CPU's time-stamp counter (tsc_linux_amd64.s).
 func rdtsc() int64
 
-// tscTrusted reports whether the kernel's own clock is the time-stamp
-// counter, so that the counter is as good a measure of elapsed time as
+// TSCTrusted reports whether the kernel's own clock is the time-stamp
+// counter (where a generator with Config.TSC checks its readings on it), so that the counter is as good a measure of elapsed time as
 // the monotonic clock (which the vDSO computes from it): the clocksource
 // is "tsc", the CPU says its counter runs at a constant rate and through
 // sleep states (constant_tsc, nonstop_tsc), and RDTSC is not disabled for
 // this process (PR_GET_TSC).
-func tscTrusted() bool {
+func TSCTrusted() bool {
 	src, err := os.ReadFile("/sys/devices/system/clocksource/clocksource0/current_clocksource")
 	if err != nil || strings.TrimSpace(string(src)) != "tsc" {
 		return false

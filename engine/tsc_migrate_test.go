@@ -19,7 +19,7 @@ import (
 // pair split across two CPUs that finds the counter back drops it (the
 // safe way), which would only cost speed.
 func TestCounterAcrossCPUs(t *testing.T) {
-	if !tscTrusted() {
+	if !TSCTrusted() {
 		t.Skip("the kernel's clocksource is not the time-stamp counter: the counter check is off here")
 	}
 	if runtime.NumCPU() < 2 {
@@ -111,7 +111,7 @@ func TestCounterAcrossCPUs(t *testing.T) {
 // call gets an ID (the old worker's limit, still in force, would hand one
 // out); right after Close, none does either.
 func TestCounterSwitchAndCloseExpire(t *testing.T) {
-	if !tscTrusted() {
+	if !TSCTrusted() {
 		t.Skip("the kernel's clocksource is not the time-stamp counter: the counter check is off here")
 	}
 	g, err := New(Config{Layout: DefaultLayout(), Worker: 1, LeaseEndMS: math.MaxInt64,

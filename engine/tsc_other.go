@@ -5,5 +5,6 @@ package engine
 // rdtsc is not read where there is no time-stamp counter check.
 func rdtsc() int64 { return 0 }
 
-// tscTrusted: the time-stamp counter is checked only on Linux on amd64.
-func tscTrusted() bool { return false }
+// TSCTrusted reports whether a generator with Config.TSC checks its
+// readings on the time-stamp counter: only on Linux on amd64.
+func TSCTrusted() bool { return false }

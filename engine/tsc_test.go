@@ -105,7 +105,7 @@ func TestCounterThatMisbehavesIsDropped(t *testing.T) {
 // ms (which a counter that misjudged a reading's end would carry a stale
 // millisecond across), and the counter is in use by the end.
 func TestCounterNeverCarriesAReadingPastItsMillisecond(t *testing.T) {
-	if !tscTrusted() {
+	if !TSCTrusted() {
 		t.Skip("the kernel's clocksource is not the time-stamp counter (or the CPU lacks constant_tsc/nonstop_tsc): the counter check is off here")
 	}
 	g, err := New(Config{Layout: DefaultLayout(), Worker: 1, LeaseEndMS: math.MaxInt64,
@@ -133,8 +133,8 @@ func TestCounterNeverCarriesAReadingPastItsMillisecond(t *testing.T) {
 		}
 		time.Sleep(time.Duration(rand.Int64N(int64(2 * time.Millisecond))))
 	}
-	if !g.tsc.on.Load() {
-		t.Fatalf("after %d calls over %v the counter is not in use (trusted %v, rate %v)", calls, 3*tscSpan, g.tsc.trusted, g.tsc.rate)
+	if c := g.Status().Counter; c != "tsc" {
+		t.Fatalf("after %d calls over %v the counter is %q, not in use (trusted %v, rate %v)", calls, 3*tscSpan, c, g.tsc.trusted, g.tsc.rate)
 	}
 	t.Logf("%d IDs, %d with a millisecond already over; counter rate in use %.4f ticks/ns", calls, late, g.tsc.rate)
 }

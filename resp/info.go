@@ -190,6 +190,7 @@ func (s *Server) infoSnowflake() []string {
 		kv("logical_clock_ms", st.LogicalMS),
 		kv("last_id_time_ms", st.LastTimeMS),
 		kv("clock_borrow_ms", st.BorrowMS),
+		kv("clock_counter", st.Counter),
 	}
 }
 

@@ -200,10 +200,5 @@ func WriteFileSync(path string, data []byte) error {
 		os.Remove(tmp)
 		return err
 	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return SyncDirs(filepath.Dir(path))
 }

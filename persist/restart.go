@@ -145,12 +145,7 @@ func writeMarker(path string) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return SyncDirs(filepath.Dir(path))
 }
 
 // StoredIdentity is the node ID and layout the directory holds ("" for

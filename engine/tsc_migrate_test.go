@@ -19,9 +19,6 @@ import (
 // pair split across two CPUs that finds the counter back drops it (the
 // safe way), which would only cost speed.
 func TestCounterAcrossCPUs(t *testing.T) {
-	if !TSCTrusted() {
-		t.Skip("the kernel's clocksource is not the time-stamp counter: the counter check is off here")
-	}
 	if runtime.NumCPU() < 2 {
 		t.Skip("one CPU: nothing to move between")
 	}
@@ -29,12 +26,7 @@ func TestCounterAcrossCPUs(t *testing.T) {
 	if err != nil {
 		t.Skip("taskset not found (apt-get install util-linux)")
 	}
-	g, err := New(Config{Layout: DefaultLayout(), Worker: 1, LeaseEndMS: math.MaxInt64,
-		Monotonic: MonotonicClock(), TSC: true}, time.Now, &memStore{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	g := counterGenerator(t, "")
 	pid := strconv.Itoa(os.Getpid())
 	defer exec.Command(taskset, "-a", "-p", "-c", "0-"+strconv.Itoa(runtime.NumCPU()-1), pid).Run()
 
@@ -53,8 +45,6 @@ func TestCounterAcrossCPUs(t *testing.T) {
 			time.Sleep(time.Duration(rand.Int64N(int64(3 * time.Millisecond))))
 		}
 	}()
-	epoch := DefaultEpoch.UnixNano()
-	const slack = 50 * time.Microsecond
 	var mu sync.Mutex
 	calls, late := 0, 0
 	var wg sync.WaitGroup
@@ -62,35 +52,16 @@ func TestCounterAcrossCPUs(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			n, l := 0, 0
-			for time.Now().Before(stop) && n < 5_000_000 {
-				for range rand.IntN(2000) {
-					before := (time.Now().UnixNano() - epoch - int64(slack)) / int64(time.Millisecond)
-					var id int64
-					var err error
-					if rand.IntN(8) == 0 {
-						var ids []int64
-						ids, err = g.NextIDs(nil, 1)
-						if err == nil {
-							id = ids[0]
-						}
-					} else {
-						id, err = g.NextID()
-					}
+			n, l := issueInBursts(t, g, stop, func() (int64, error) {
+				if rand.IntN(8) == 0 {
+					ids, err := g.NextIDs(nil, 1)
 					if err != nil {
-						t.Error(err)
-						return
+						return 0, err
 					}
-					n++
-					if ms := idMS(t, g, id); ms < before {
-						l++
-						if l < 10 {
-							t.Errorf("ID of ms %d asked for at ms %d", ms, before)
-						}
-					}
+					return ids[0], nil
 				}
-				time.Sleep(time.Duration(rand.Int64N(int64(2 * time.Millisecond))))
-			}
+				return g.NextID()
+			})
 			mu.Lock()
 			calls, late = calls+n, late+l
 			mu.Unlock()
@@ -111,15 +82,7 @@ func TestCounterAcrossCPUs(t *testing.T) {
 // call gets an ID (the old worker's limit, still in force, would hand one
 // out); right after Close, none does either.
 func TestCounterSwitchAndCloseExpire(t *testing.T) {
-	if !TSCTrusted() {
-		t.Skip("the kernel's clocksource is not the time-stamp counter: the counter check is off here")
-	}
-	g, err := New(Config{Layout: DefaultLayout(), Worker: 1, LeaseEndMS: math.MaxInt64,
-		Monotonic: MonotonicClock(), TSC: true}, time.Now, &memStore{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	g := counterGenerator(t, "")
 	// The counter's rate is measured over the first span (a pair taken
 	// with a preemption inside does not count): be past it.
 	for end := time.Now().Add(10 * tscSpan); !g.tsc.on.Load() && time.Now().Before(end); {
@@ -134,6 +97,7 @@ func TestCounterSwitchAndCloseExpire(t *testing.T) {
 	hot := func() int64 {
 		t.Helper()
 		var id int64
+		var err error
 		for range 3 { // the second and third on the fast path, unless a millisecond ended
 			if id, err = g.NextID(); err != nil {
 				t.Fatal(err)

@@ -18,17 +18,7 @@ import (
 // would panic; once the file is removed writes succeed again, and after a
 // reopen every write acknowledged before is there.
 func TestFullDiskRefusesWritesAndRecovers(t *testing.T) {
-	mnt := testproc.Tmpfs(t, "16m")
-	dir := filepath.Join(mnt, "data")
-	s, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 100 {
-		if err := s.SetSync(fmt.Sprintf("before/%d", i), []byte("v")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	mnt, dir, s := storeOnTmpfs(t)
 	filler := fillUp(t, mnt)
 	b := s.NewBatch()
 	b.Set("batch", []byte("v"))
@@ -50,7 +40,7 @@ func TestFullDiskRefusesWritesAndRecovers(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s, err = Open(dir)
+	s, err := Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,17 +63,7 @@ func TestFullDiskRefusesWritesAndRecovers(t *testing.T) {
 // the node never listening, SIGTERM unanswered). Once space is freed the
 // store opens with every write.
 func TestOpenOnAFullDiskIsRefused(t *testing.T) {
-	mnt := testproc.Tmpfs(t, "16m")
-	dir := filepath.Join(mnt, "data")
-	s, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 100 {
-		if err := s.SetSync(fmt.Sprintf("before/%d", i), []byte("v")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	mnt, dir, s := storeOnTmpfs(t)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +88,7 @@ func TestOpenOnAFullDiskIsRefused(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	s, err = Open(dir)
+	s, err := Open(dir)
 	if err != nil {
 		t.Fatalf("Open once space is freed: %v", err)
 	}
@@ -118,6 +98,25 @@ func TestOpenOnAFullDiskIsRefused(t *testing.T) {
 			t.Errorf("%s after the reopen: %v %v", k, ok, err)
 		}
 	}
+}
+
+// storeOnTmpfs opens a store in data/ on a 16 MiB tmpfs and writes 100
+// keys, before/0 to before/99, durably; it returns the mount, the store's
+// directory and the store.
+func storeOnTmpfs(t *testing.T) (mnt, dir string, s *Store) {
+	t.Helper()
+	mnt = testproc.Tmpfs(t, "16m")
+	dir = filepath.Join(mnt, "data")
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		if err := s.SetSync(fmt.Sprintf("before/%d", i), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return mnt, dir, s
 }
 
 // fillUp fills the file system of dir to the last byte with one file, as

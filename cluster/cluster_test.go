@@ -522,13 +522,9 @@ func TestUndecodableEntryBelowTheSnapshotIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.stop()
-	snaps, err := raft.NewFileSnapshotStore(filepath.Join(n.dir, "raft"), 2, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	list, err := snaps.List()
-	if err != nil || len(list) == 0 {
-		t.Fatalf("no snapshot: %v", err)
+	list := snapshots(t, n.dir)
+	if len(list) == 0 {
+		t.Fatal("no snapshot")
 	}
 	db := filepath.Join(n.dir, "raft", "raft.db")
 	b, err := bolt.Open(db, 0o600, &bolt.Options{Timeout: time.Second})
@@ -555,6 +551,21 @@ func TestUndecodableEntryBelowTheSnapshotIsRefused(t *testing.T) {
 	}
 }
 
+// snapshots lists the Raft snapshots a stopped node's directory holds,
+// newest first.
+func snapshots(t *testing.T, dir string) []*raft.SnapshotMeta {
+	t.Helper()
+	snaps, err := raft.NewFileSnapshotStore(filepath.Join(dir, "raft"), 2, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := snaps.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list
+}
+
 // TestCorruptSnapshotIsRefused: the newest snapshot's state.bin damaged,
 // Raft falls back to the older one and reads the log from just above it,
 // where the entries were compacted away after the newest: it panicked
@@ -570,13 +581,9 @@ func TestCorruptSnapshotIsRefused(t *testing.T) {
 		}
 	}
 	n.stop()
-	snaps, err := raft.NewFileSnapshotStore(filepath.Join(n.dir, "raft"), 2, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	list, err := snaps.List()
-	if err != nil || len(list) != 2 {
-		t.Fatalf("snapshots: %v %v, want two", list, err)
+	list := snapshots(t, n.dir)
+	if len(list) != 2 {
+		t.Fatalf("snapshots: %v, want two", list)
 	}
 	for i, want := range []string{"snapshot " + list[0].ID + ", at index", "no snapshot of the Raft state opens"} {
 		state := filepath.Join(n.dir, "raft", "snapshots", list[i].ID, "state.bin")

@@ -312,8 +312,9 @@ func TestRefusalLogIsBounded(t *testing.T) {
 }
 
 // TestHandshakesUnderWayAreBounded: with maxHandshakes connections silent
-// in their handshake, one more is closed at once, with the reason logged;
-// once they are gone, a node with the secret gets in again.
+// in their handshake, one more takes the place of the one that waited
+// longest, which is closed with the reason logged: never more than
+// maxHandshakes are under way, and a node with the secret gets in at once.
 func TestHandshakesUnderWayAreBounded(t *testing.T) {
 	m, log, _ := acceptorMux(t, "pw")
 	addr := m.addr.String()
@@ -329,34 +330,76 @@ func TestHandshakesUnderWayAreBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 		silent = append(silent, c)
+		// In order: the first one dialed is the first one under way.
+		for deadline := time.Now().Add(5 * time.Second); m.opening.Load() < int32(len(silent)); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d handshakes under way, want %d", m.opening.Load(), len(silent))
+			}
+		}
 	}
+	conn, err := dialerMux(tcpNetwork{}, "pw", "c1").dial(addr, streamRPC, 2*time.Second)
+	if err != nil {
+		t.Fatalf("a node with the secret, with %d silent handshakes under way: %v, want in", maxHandshakes, err)
+	}
+	conn.Close()
+	silent[0].SetReadDeadline(time.Now().Add(handshakeTimeout / 2))
+	if _, err := silent[0].Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("the silent handshake that waited longest: %v, want closed to make room", err)
+	}
+	waitLog(t, log, `reason="closed to make room: 64 handshakes under way, this one the longest"`)
+	if n := m.opening.Load(); n > maxHandshakes {
+		t.Fatalf("%d handshakes under way, want at most %d", n, maxHandshakes)
+	}
+}
+
+// TestSilentFloodDoesNotLockNodesOut: a process without the secret that
+// keeps twice maxHandshakes connections silent on the Raft port, opening
+// one again 10 ms after one is closed (a flood that held a follower's port
+// through a leader's death kept the cluster without a leader for 28 s),
+// does not keep a node with the secret out: each of 20 nodes gets in within
+// 2 s, retrying as Raft's transport does.
+func TestSilentFloodDoesNotLockNodesOut(t *testing.T) {
+	m, _, _ := acceptorMux(t, "pw")
+	addr := m.addr.String()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 2 * maxHandshakes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				c, err := net.Dial("tcp", addr)
+				if err == nil {
+					c.Write([]byte{helloV1, streamRaft})
+					go func() { <-stop; c.Close() }()
+					c.Read(make([]byte, 1)) // until the acceptor closes it
+					c.Close()
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}()
+	}
+	defer func() { close(stop); wg.Wait() }()
 	for deadline := time.Now().Add(5 * time.Second); m.opening.Load() < maxHandshakes; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d handshakes under way, want %d", m.opening.Load(), maxHandshakes)
+			t.Fatalf("%d handshakes under way, want the flood to fill %d", m.opening.Load(), maxHandshakes)
 		}
 	}
-	extra, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer extra.Close()
-	extra.SetReadDeadline(time.Now().Add(handshakeTimeout / 2))
-	if _, err := extra.Read(make([]byte, 1)); err != io.EOF {
-		t.Fatalf("a connection past %d handshakes under way: %v, want closed at once", maxHandshakes, err)
-	}
-	waitLog(t, log, `reason="64 handshakes already under way"`)
-	for _, c := range silent {
-		c.Close()
-	}
-	silent = nil
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		conn, err := dialerMux(tcpNetwork{}, "pw", "c1").dial(addr, streamRPC, 2*time.Second)
-		if err == nil {
-			conn.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no way in once the silent connections were gone: %v", err)
+	for i := range 20 {
+		for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			conn, err := dialerMux(tcpNetwork{}, "pw", "c1").dial(addr, streamRPC, time.Second)
+			if err == nil {
+				conn.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("node %d of 20 with the secret, under a flood of silent handshakes: %v, want in within 2 s", i+1, err)
+			}
 		}
 	}
 }

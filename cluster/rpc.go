@@ -59,7 +59,7 @@ const (
 	helloV1          byte = 'A' // the first byte of the handshake, version 1
 	nonceSize             = 32
 	handshakeTimeout      = 5 * time.Second // an acceptor's bound on the whole handshake
-	maxHandshakes         = 64              // handshakes an acceptor runs at once; past it a connection is closed at once
+	maxHandshakes         = 64              // handshakes an acceptor runs at once; past it a new one closes the one that waited longest
 )
 
 // handshake is what both ends of one connection prove over.
@@ -201,8 +201,10 @@ type mux struct {
 	connsMu   sync.Mutex
 	conns     map[net.Conn]struct{} // node-to-node streams being served
 	unproved  atomic.Int64          // connections refused at the handshake
-	opening   atomic.Int32          // handshakes under way
-	lastLog   atomic.Int64          // when the last of them was logged, Unix ns
+	opening   atomic.Int32          // handshakes under way: len(pending)
+	pendingMu sync.Mutex
+	pending   []*opening   // handshakes under way, the one that waited longest first
+	lastLog   atomic.Int64 // when the last of them was logged, Unix ns
 }
 
 func (m *mux) run() {
@@ -226,15 +228,12 @@ func (m *mux) run() {
 }
 
 func (m *mux) route(conn net.Conn) {
-	if m.opening.Add(1) > maxHandshakes {
-		m.opening.Add(-1)
-		conn.Close()
-		m.logRefusal(unprovedMsg, conn.RemoteAddr().String(), fmt.Errorf("%d handshakes already under way", maxHandshakes))
-		return
-	}
+	o := m.begin(conn)
 	conn.SetDeadline(time.Now().Add(handshakeTimeout))
 	h, err := m.openAsAcceptor(conn)
-	m.opening.Add(-1)
+	if m.end(o) {
+		err = fmt.Errorf("closed to make room: %d handshakes under way, this one the longest", maxHandshakes)
+	}
 	if err != nil {
 		conn.Close()
 		m.logRefusal(unprovedMsg, conn.RemoteAddr().String(), err)
@@ -272,6 +271,48 @@ func (m *mux) route(conn net.Conn) {
 }
 
 const unprovedMsg = "refused a connection to the Raft port: no proof of the cluster secret"
+
+// opening is one handshake under way.
+type opening struct {
+	conn    net.Conn
+	evicted bool // closed to make room for a newer one
+}
+
+// begin counts conn's handshake as under way. Past maxHandshakes it closes
+// the one that has waited longest, not the new one: a node with the secret
+// finishes its handshake in a round trip, while a silent connection waits
+// out its deadline, so a process that keeps maxHandshakes connections silent
+// (opening one again as each is closed) would otherwise keep every node out
+// of the Raft port: no vote, no join, no restart's lease renewal.
+func (m *mux) begin(conn net.Conn) *opening {
+	o := &opening{conn: conn}
+	m.pendingMu.Lock()
+	defer m.pendingMu.Unlock()
+	if len(m.pending) >= maxHandshakes {
+		oldest := m.pending[0]
+		m.pending = m.pending[1:]
+		oldest.evicted = true
+		oldest.conn.Close() // its openAsAcceptor fails at once
+	}
+	m.pending = append(m.pending, o)
+	m.opening.Store(int32(len(m.pending)))
+	return o
+}
+
+// end takes o's handshake off the ones under way; true when it was closed
+// to make room (its handshake failed, or its connection is closed).
+func (m *mux) end(o *opening) (evicted bool) {
+	m.pendingMu.Lock()
+	defer m.pendingMu.Unlock()
+	for i, p := range m.pending {
+		if p == o {
+			m.pending = append(m.pending[:i], m.pending[i+1:]...)
+			break
+		}
+	}
+	m.opening.Store(int32(len(m.pending)))
+	return o.evicted
+}
 
 // logRefusal logs a connection refused at the handshake (msg says why): the first ten,
 // then one in a hundred, or the next one a minute after the last line, each

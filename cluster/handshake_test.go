@@ -331,9 +331,9 @@ func TestHandshakesUnderWayAreBounded(t *testing.T) {
 		}
 		silent = append(silent, c)
 		// In order: the first one dialed is the first one under way.
-		for deadline := time.Now().Add(5 * time.Second); m.opening.Load() < int32(len(silent)); time.Sleep(time.Millisecond) {
+		for deadline := time.Now().Add(5 * time.Second); m.underWay() < len(silent); time.Sleep(time.Millisecond) {
 			if time.Now().After(deadline) {
-				t.Fatalf("%d handshakes under way, want %d", m.opening.Load(), len(silent))
+				t.Fatalf("%d handshakes under way, want %d", m.underWay(), len(silent))
 			}
 		}
 	}
@@ -347,7 +347,7 @@ func TestHandshakesUnderWayAreBounded(t *testing.T) {
 		t.Fatalf("the silent handshake that waited longest: %v, want closed to make room", err)
 	}
 	waitLog(t, log, `reason="closed to make room: 64 handshakes under way, this one the longest"`)
-	if n := m.opening.Load(); n > maxHandshakes {
+	if n := m.underWay(); n > maxHandshakes {
 		t.Fatalf("%d handshakes under way, want at most %d", n, maxHandshakes)
 	}
 }
@@ -385,9 +385,9 @@ func TestSilentFloodDoesNotLockNodesOut(t *testing.T) {
 		}()
 	}
 	defer func() { close(stop); wg.Wait() }()
-	for deadline := time.Now().Add(5 * time.Second); m.opening.Load() < maxHandshakes; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); m.underWay() < maxHandshakes; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d handshakes under way, want the flood to fill %d", m.opening.Load(), maxHandshakes)
+			t.Fatalf("%d handshakes under way, want the flood to fill %d", m.underWay(), maxHandshakes)
 		}
 	}
 	for i := range 20 {

@@ -201,7 +201,6 @@ type mux struct {
 	connsMu   sync.Mutex
 	conns     map[net.Conn]struct{} // node-to-node streams being served
 	unproved  atomic.Int64          // connections refused at the handshake
-	opening   atomic.Int32          // handshakes under way: len(pending)
 	pendingMu sync.Mutex
 	pending   []*opening   // handshakes under way, the one that waited longest first
 	lastLog   atomic.Int64 // when the last of them was logged, Unix ns
@@ -295,8 +294,14 @@ func (m *mux) begin(conn net.Conn) *opening {
 		oldest.conn.Close() // its openAsAcceptor fails at once
 	}
 	m.pending = append(m.pending, o)
-	m.opening.Store(int32(len(m.pending)))
 	return o
+}
+
+// underWay is the number of handshakes under way.
+func (m *mux) underWay() int {
+	m.pendingMu.Lock()
+	defer m.pendingMu.Unlock()
+	return len(m.pending)
 }
 
 // end takes o's handshake off the ones under way; true when it was closed
@@ -310,7 +315,6 @@ func (m *mux) end(o *opening) (evicted bool) {
 			break
 		}
 	}
-	m.opening.Store(int32(len(m.pending)))
 	return o.evicted
 }
 

@@ -14,8 +14,7 @@ import (
 
 // infoSection is one "# Name" section of INFO. Its lines are built only
 // when the section is asked for, and each is a fixed number of lines:
-// per-tag detail is paged through SCAN (names) and GET, and /metrics
-// (buffers).
+// per-tag detail is paged through SCAN (names) and GET.
 type infoSection struct {
 	name  string
 	in    infoSet // the smallest set it belongs to
@@ -195,7 +194,7 @@ func (s *Server) infoSnowflake() []string {
 }
 
 // infoSegments sums the local buffers (one pass over the buffered tags,
-// only when asked for); per-tag buffers are on /metrics.
+// only when asked for).
 func (s *Server) infoSegments() []string {
 	lister, ok := s.cfg.Segments.(interface{ Status() []engine.SegmentStatus })
 	if !ok {

@@ -68,7 +68,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	}
 	var handler slog.Handler = slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.level()})
 	if cfg.LogFormat == "json" {
-		handler = slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.level()})
+		handler = slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.level(), ReplaceAttr: quoteNonUTF8})
 	}
 	log := slog.New(handler)
 	slog.SetDefault(log)
@@ -88,7 +88,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	}
 	var metrics *metricsServer
 	if cfg.MetricsAddr != "" {
-		if metrics, err = startMetrics(cfg.MetricsAddr, log); err != nil {
+		if metrics, err = startMetrics(cfg.MetricsAddr, cfg.RequirePass, log); err != nil {
 			return fail(fmt.Errorf("--metrics-addr: %w", err))
 		}
 		defer metrics.close()

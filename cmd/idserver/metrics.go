@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/sha256"
+	"crypto/subtle"
 	"errors"
 	"log/slog"
 	"net"
@@ -20,7 +22,10 @@ import (
 
 // metricsServer serves /metrics and /healthz. Its sources are set once the
 // node can issue; until then /healthz answers 503. /healthz is the liveness
-// probe; /healthz?ready the readiness probe (deploy/kubernetes).
+// probe; /healthz?ready the readiness probe (deploy/kubernetes). With a
+// password (--requirepass), /metrics answers only a request that carries it
+// as HTTP basic auth, under any user name; /healthz says no more than ready
+// or not, and stays open for the probes (docs/operations.md, "Metrics").
 type metricsServer struct {
 	srv   *http.Server
 	ready atomic.Bool
@@ -35,12 +40,12 @@ type metricSources struct {
 	notMember func() bool
 }
 
-func startMetrics(addr string, log *slog.Logger) (*metricsServer, error) {
+func startMetrics(addr, password string, log *slog.Logger) (*metricsServer, error) {
 	m := &metricsServer{}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), m)
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", withPassword(password, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		if !m.ready.Load() {
 			http.Error(w, "not ready: joining the cluster or shutting down", http.StatusServiceUnavailable)
@@ -77,6 +82,25 @@ func startMetrics(addr string, log *slog.Logger) (*metricsServer, error) {
 	return m, nil
 }
 
+// withPassword serves h only to a request whose basic-auth password is
+// password; an empty password serves every request.
+func withPassword(password string, h http.Handler) http.Handler {
+	if password == "" {
+		return h
+	}
+	want := sha256.Sum256([]byte(password))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, got, ok := r.BasicAuth()
+		sum := sha256.Sum256([]byte(got))
+		if !ok || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+			w.Header().Set("WWW-Authenticate", `Basic realm="idserver metrics"`)
+			http.Error(w, "the metrics need the password (--requirepass) as HTTP basic auth", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
 func (m *metricsServer) serve(src *metricSources) {
 	m.src.Store(src)
 	m.ready.Store(true)
@@ -106,8 +130,9 @@ var (
 	descTerm      = prometheus.NewDesc("idserver_raft_term", "Raft term.", nil, nil)
 	descApplied   = prometheus.NewDesc("idserver_raft_applied_index", "Last Raft index applied to the state machine.", nil, nil)
 	descApplies   = prometheus.NewDesc("idserver_raft_applies_total", "Log entries this node proposed as leader.", nil, nil)
-	descBuffered  = prometheus.NewDesc("idserver_segment_buffered_values", "Values buffered for a tag (current and spare segments).", []string{"tag"}, nil)
-	descStep      = prometheus.NewDesc("idserver_segment_step", "A tag's current segment size.", []string{"tag"}, nil)
+	descTags      = prometheus.NewDesc("idserver_tags", "Tags in the cluster's state, as DBSIZE counts them.", nil, nil)
+	descBufTags   = prometheus.NewDesc("idserver_segment_buffered_tags", "Tags with segments buffered on this node.", nil, nil)
+	descBuffered  = prometheus.NewDesc("idserver_segment_buffered_values", "Values buffered on this node over all tags (current and spare segments).", nil, nil)
 	descVoters    = prometheus.NewDesc("idserver_raft_voters", "Voters in this node's latest Raft configuration.", nil, nil)
 	descMembers   = prometheus.NewDesc("idserver_members", "Members by health, as the leader's autopilot sees them (unknown: no view yet).", []string{"health"}, nil)
 	descFree      = prometheus.NewDesc("idserver_worker_ids_free", "Worker IDs no member holds.", nil, nil)
@@ -117,7 +142,7 @@ var (
 func (m *metricsServer) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descCommands, descCmdErrors, descLatency, descErrors, descIDs, descValues,
 		descClients, descConns, descRejected, descSlow, descBorrow, descHeadroom, descLease, descTimeLeft, descLeader, descTerm, descApplied, descApplies,
-		descBuffered, descStep, descVoters, descMembers, descFree} {
+		descTags, descBufTags, descBuffered, descVoters, descMembers, descFree} {
 		ch <- d
 	}
 }
@@ -128,12 +153,15 @@ func (m *metricsServer) Collect(ch chan<- prometheus.Metric) {
 	if src == nil {
 		return
 	}
-	counter := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	// A sample the library refuses (a label that is not UTF-8) is left
+	// out: a panic here would end the process.
+	send := func(d *prometheus.Desc, kind prometheus.ValueType, v float64, labels ...string) {
+		if m, err := prometheus.NewConstMetric(d, kind, v, labels...); err == nil {
+			ch <- m
+		}
 	}
-	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
-	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) { send(d, prometheus.CounterValue, v, labels...) }
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) { send(d, prometheus.GaugeValue, v, labels...) }
 	for _, cs := range src.resp.CommandStats() {
 		counter(descCommands, float64(cs.Calls), cs.Name)
 		switch cs.Name {
@@ -149,7 +177,9 @@ func (m *metricsServer) Collect(ch chan<- prometheus.Metric) {
 			cum += uint64(cs.Buckets[i])
 			buckets[bound.Seconds()] = cum
 		}
-		ch <- prometheus.MustNewConstHistogram(descLatency, uint64(cs.Timed), cs.Total.Seconds(), buckets, cs.Name)
+		if h, err := prometheus.NewConstHistogram(descLatency, uint64(cs.Timed), cs.Total.Seconds(), buckets, cs.Name); err == nil {
+			ch <- h
+		}
 	}
 	for code, n := range src.resp.ErrorCounts() {
 		counter(descErrors, float64(n), code)
@@ -183,8 +213,12 @@ func (m *metricsServer) Collect(ch chan<- prometheus.Metric) {
 		gauge(descMembers, float64(n), h)
 	}
 	gauge(descFree, float64(src.cl.FreeWorkers()))
-	for _, s := range src.segs.Status() {
-		gauge(descBuffered, float64(s.Left+s.SpareLeft), s.Tag)
-		gauge(descStep, float64(s.Step), s.Tag)
+	gauge(descTags, float64(src.cl.Size()))
+	buffers := src.segs.Status()
+	buffered := 0.0
+	for _, s := range buffers {
+		buffered += float64(s.Left + s.SpareLeft)
 	}
+	gauge(descBufTags, float64(len(buffers)))
+	gauge(descBuffered, buffered)
 }

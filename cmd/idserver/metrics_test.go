@@ -107,7 +107,9 @@ func TestMetricsMoveUnderLoadAndInfoParses(t *testing.T) {
 		{`idserver_errors_total{code="ERR"}`, 1},
 		{`idserver_raft_leader`, 1},
 		{`idserver_raft_applied_index`, 1},
-		{`idserver_segment_buffered_values{tag="orders"}`, 1},
+		{`idserver_segment_buffered_values`, 1},
+		{`idserver_segment_buffered_tags`, 2},
+		{`idserver_tags`, 2},
 		{`idserver_window_headroom_ms`, 1},
 		{`idserver_worker_lease_remaining_ms`, 1000},
 	} {

@@ -268,9 +268,24 @@ func (c *Config) warnings() []string {
 
 // checkProtectedMode refuses, as Redis's protected mode does, a node that
 // listens beyond loopback with no secret at all: anyone who reaches it
-// could take IDs, or talk Raft to it.
+// could take IDs, or talk Raft to it. Metrics beyond loopback need
+// --requirepass, which /metrics then asks for.
 func (c *Config) checkProtectedMode() error {
-	if c.ProtectedMode == "no" || c.ClusterSecret != "" || c.RequirePass != "" {
+	if c.ProtectedMode == "no" {
+		return nil
+	}
+	if c.MetricsAddr != "" && c.RequirePass == "" {
+		host, _, err := net.SplitHostPort(c.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("--metrics-addr %q: %v", c.MetricsAddr, err)
+		}
+		if !loopback(host) {
+			return fmt.Errorf("protected mode: --metrics-addr %q is not a loopback address and no --requirepass is set, so anyone who "+
+				"reaches it could read this node's metrics; set --requirepass (/metrics then asks for it as HTTP basic auth), "+
+				"or serve metrics on 127.0.0.1, or, if the network is trusted, start with --protected-mode no", host)
+		}
+	}
+	if c.ClusterSecret != "" || c.RequirePass != "" {
 		return nil
 	}
 	raftHost, _, err := net.SplitHostPort(c.RaftAddr)

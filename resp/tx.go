@@ -118,16 +118,14 @@ func cmdExec(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	case !tx.active:
 		s.errorReply(conn, "ERR EXEC without MULTI") // a refused WATCH still holds, as a WATCH would in Redis
 	case tx.dirty || tx.watchRefused:
-		// EXECABORT is counted in errorstats but, as in Redis, not as a
-		// failed call of EXEC: the failure is the refused command's.
+		// EXECABORT counts in errorstats and as a failed call of EXEC,
+		// as Redis 7.0 counts it.
 		msg := "EXECABORT Transaction discarded because of previous errors."
 		if !tx.dirty {
 			msg = "EXECABORT Transaction discarded because WATCH is not supported by idserver."
 		}
 		c.tx.reset()
-		errorsBefore := c.errors
 		s.errorReply(conn, msg)
-		c.errors = errorsBefore
 	default:
 		// The transaction stays open while it runs, as CLIENT INFO shows
 		// in Redis (flags=x); nothing queued can change it.

@@ -2,10 +2,14 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"idserver/internal/testproc"
 )
@@ -59,6 +63,61 @@ func TestIncrRepliesMatchRedisByteForByte(t *testing.T) {
 	for i := range cmds {
 		if got[i] != want[i] {
 			t.Errorf("%-35q redis %q, idserver %q", cmds[i], want[i], got[i])
+		}
+	}
+}
+
+// TestTransactionStatsMatchRedis runs aborted and completed transactions on
+// redis-server and on idserver and compares what INFO commandstats and
+// errorstats say of MULTI, EXEC and the queued commands.
+func TestTransactionStatsMatchRedis(t *testing.T) {
+	redisAddr := testproc.StartRedis(t)
+	p := startProc(t, t.TempDir())
+	ctx := context.Background()
+	stats := func(addr string) map[string]string {
+		c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DisableIdentity: true})
+		defer c.Close()
+		c.ConfigResetStat(ctx)
+		for _, script := range [][][]any{
+			{{"MULTI"}, {"GET"}, {"EXEC"}},                    // a command refused by its arity
+			{{"MULTI"}, {"NOSUCHCOMMAND"}, {"EXEC"}},          // an unknown command
+			{{"MULTI"}, {"INCR", "t"}, {"EXEC"}},              // a transaction that runs
+			{{"MULTI"}, {"INCR", "t"}, {"DISCARD"}, {"EXEC"}}, // EXEC without MULTI
+		} {
+			conn := c.Conn()
+			for _, cmd := range script {
+				conn.Do(ctx, cmd...)
+			}
+			conn.Close()
+		}
+		info, err := c.Info(ctx, "commandstats", "errorstats").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, line := range strings.Split(info, "\r\n") {
+			name, v, ok := strings.Cut(line, ":")
+			if !ok || !(strings.HasPrefix(name, "errorstat_") || slices.Contains([]string{"cmdstat_multi", "cmdstat_exec", "cmdstat_discard", "cmdstat_get", "cmdstat_incr"}, name)) {
+				continue
+			}
+			_, counts, _ := strings.Cut(v, "usec_per_call=") // times differ; counts must not
+			if i := strings.Index(counts, ","); i >= 0 {
+				counts = counts[i+1:]
+			}
+			calls, _, _ := strings.Cut(v, ",")
+			out[name] = calls + "," + counts
+		}
+		return out
+	}
+	want, got := stats(redisAddr), stats(p.Addr)
+	for name, w := range want {
+		if got[name] != w {
+			t.Errorf("%s: idserver %q, redis-server %q", name, got[name], w)
+		}
+	}
+	for name, g := range got {
+		if _, ok := want[name]; !ok {
+			t.Errorf("%s: idserver %q, redis-server has none", name, g)
 		}
 	}
 }

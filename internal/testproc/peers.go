@@ -1,6 +1,7 @@
 package testproc
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -19,26 +20,46 @@ import (
 // test's own load takes it before the process binds it, and it is never
 // given twice in one test binary: a port picked and not yet bound is still
 // free to the kernel, so asking it again could hand out the same one.
+//
+// The port 10000 above it, idserver's default Raft port for that RESP
+// port, is free too, below the ephemeral range, and reserved with it.
 func FreePort(t testing.TB) int {
 	t.Helper()
+	port, err := pickPort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return port
+}
+
+// raftOffset is how far above its RESP port idserver puts its Raft port
+// when --raft-addr is not given.
+const raftOffset = 10000
+
+// pickPort is FreePort's draw.
+func pickPort() (int, error) {
 	portMu.Lock()
 	defer portMu.Unlock()
-	lo, hi := 10000, ephemeralStart()
+	lo, hi := 10000, ephemeralStart()-raftOffset
 	for range 1000 {
 		port := lo + rand.IntN(hi-lo)
-		if portsGiven[port] {
+		if portsGiven[port] || portsGiven[port+raftOffset] || !free(port) || !free(port+raftOffset) {
 			continue
 		}
-		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
-		if err != nil {
-			continue
-		}
-		l.Close()
-		portsGiven[port] = true
-		return port
+		portsGiven[port], portsGiven[port+raftOffset] = true, true
+		return port, nil
 	}
-	t.Fatalf("no free port on 127.0.0.1 in %d..%d", lo, hi-1)
-	return 0
+	return 0, fmt.Errorf("no free port on 127.0.0.1 in %d..%d with its Raft port free", lo, hi-1)
+}
+
+// free says whether port can be bound on 127.0.0.1 now.
+func free(port int) bool {
+	l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
 }
 
 var (
@@ -53,7 +74,7 @@ func ephemeralStart() int {
 	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
 	if err == nil {
 		if f := strings.Fields(string(b)); len(f) == 2 {
-			if n, err := strconv.Atoi(f[0]); err == nil && n > 12000 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n >= 10000+raftOffset+2000 {
 				return n
 			}
 		}

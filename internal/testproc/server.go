@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -20,7 +21,7 @@ import (
 type Config struct {
 	Binary string   // from Build
 	Dir    string   // the data directory (--dir)
-	Args   []string // flags after "--port 0 --dir Dir"; a later --port wins
+	Args   []string // flags after "--port P --dir Dir", P from FreePort; a later --port wins
 	Env    []string // added to this process's environment
 	// TLS is the client configuration of the readiness check, for a server
 	// started with --tls-cert; nil for plain TCP.
@@ -64,14 +65,20 @@ func Start(t testing.TB, cfg Config) (*Server, error) {
 	return s, err
 }
 
-// Launch starts idserver with "--port 0 --dir cfg.Dir" and cfg.Args,
+// Launch starts idserver with "--port P --dir cfg.Dir" and cfg.Args, P
+// from FreePort (so its default Raft port is free and below the ephemeral
+// range too),
 // waits (20 s) for its listening line and then (10 s) until cfg.Ready
 // succeeds, with the password of --requirepass in cfg.Args. The Server is
 // returned whenever the process started, also with an error: a process
 // that refuses to start is then still running or has exited (Done), and
 // the caller ends it with Kill.
 func Launch(cfg Config) (*Server, error) {
-	cmd := exec.Command(cfg.Binary, append([]string{"--port", "0", "--dir", cfg.Dir}, cfg.Args...)...)
+	picked, err := pickPort()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(cfg.Binary, append([]string{"--port", strconv.Itoa(picked), "--dir", cfg.Dir}, cfg.Args...)...)
 	cmd.Env = append(os.Environ(), cfg.Env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

@@ -72,8 +72,10 @@ type Config struct {
 	Network cluster.Network
 	// Raft timings; zero means 500ms each.
 	HeartbeatTimeout, ElectionTimeout time.Duration
-	// SnapshotThreshold is Raft's (tests set it low); zero means Raft's default.
+	// SnapshotThreshold and SnapshotInterval are Raft's (tests set them
+	// low); zero means Raft's default.
 	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
 	// Voters, DeadMemberAfter and Zone are autopilot's (cluster.Config).
 	Voters          int
 	DeadMemberAfter time.Duration
@@ -396,7 +398,7 @@ func Open(cfg Config) (_ *Node, err error) {
 		NodeID: n.ID, Dir: cfg.Dir, RaftBind: raftBind, RaftAdvertise: cfg.RaftAdvertise, RESPAddr: n.Addr,
 		Secret: secret, Layout: cfg.Layout, Store: n.Store, Logger: cfg.Logger, Join: join,
 		Now: cfg.Now, WorkerLease: cfg.WorkerLease, Recover: cfg.Recover, RecoverSkip: cfg.RecoverSkip, Network: cfg.Network, TLSServer: raftTLS, TLSClient: cfg.TLSClient,
-		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, SnapshotThreshold: cfg.SnapshotThreshold,
+		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval,
 		Voters: cfg.Voters, DeadMemberAfter: cfg.DeadMemberAfter, Zone: cfg.Zone,
 		OnConflict: n.conflict, PublicKey: cfg.PublicKey,
 		OnForgotten: func() {

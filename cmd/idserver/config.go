@@ -56,6 +56,11 @@ type Config struct {
 	ShowVersion bool
 	EnableDebug bool // DEBUG CLOCK steps the clock IDs are issued on (fault tests only)
 
+	// SnapshotThreshold and SnapshotInterval are Raft's (0: Raft's 8192
+	// entries and 2m).
+	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
+
 	// ClusterSecret keys the handshake on the Raft port; RequirePass when empty.
 	ClusterSecret string
 	// ProtectedMode "yes" refuses a non-loopback bind with no secret at all.
@@ -118,6 +123,8 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 	fs.IntVar(&c.Voters, "voters", cluster.DefaultVoters, "most Raft voters (odd); every other member is a non-voter that serves clients the same")
 	fs.DurationVar(&c.DeadAfter, "dead-member-after", cluster.DefaultDeadMemberAfter,
 		"a member the leader has not heard from for this long is removed, as CLUSTER FORGET does (0: never)")
+	fs.Uint64Var(&c.SnapshotThreshold, "raft-snapshot-threshold", 0, "Raft log entries past the last snapshot that make the next one; half as many stay in the log after it (0: Raft's 8192, 10240 kept)")
+	fs.DurationVar(&c.SnapshotInterval, "raft-snapshot-interval", 0, "how often Raft checks --raft-snapshot-threshold, at a random time between it and twice it (0: Raft's 2m)")
 	fs.StringVar(&c.Zone, "zone", "", "failure domain of this node (a rack, zone or region): voters are spread over zones")
 	fs.BoolVar(&c.ShowVersion, "version", false, "print the version and exit")
 	fs.BoolVar(&c.EnableDebug, "enable-debug-command", false, "answer DEBUG CLOCK, which steps the clock IDs are issued on (fault tests only)")
@@ -224,6 +231,8 @@ func (c *Config) Validate() error {
 		// Below a few autopilot rounds a healthy member that is busy, or
 		// still joining, counts as dead and is removed.
 		return fmt.Errorf("--dead-member-after %v: 0 (never remove a member) or at least %v", c.DeadAfter, minDeadAfter)
+	case c.SnapshotInterval < 0:
+		return fmt.Errorf("--raft-snapshot-interval %v: 0 (Raft's 2m) or more", c.SnapshotInterval)
 	case len(c.Zone) > 64 || strings.ContainsAny(c.Zone, ",= \t\r\n"):
 		return fmt.Errorf("--zone %q: at most 64 characters, no spaces, commas or '='", c.Zone)
 	}

@@ -50,6 +50,7 @@ func TestValidate(t *testing.T) {
 		{"--tls-ca without a certificate", []string{"--tls-ca", "ca.pem"}, "--tls-ca goes with --tls-cert"},
 		{"client output limit too small", []string{"--client-output-limit", "100"}, "--client-output-limit 100 must be between"},
 		{"client output timeout too short", []string{"--client-output-timeout", "1ms"}, "--client-output-timeout 1ms is too short"},
+		{"negative snapshot interval", []string{"--raft-snapshot-interval", "-1s"}, "--raft-snapshot-interval -1s: 0"},
 		{"client output limit and timeout", []string{"--client-output-limit", "65536", "--client-output-timeout", "2s"}, ""},
 	}
 	for _, tc := range cases {

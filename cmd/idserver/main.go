@@ -134,6 +134,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		ClientOutputLimit: cfg.ClientOutputLimit, ClientOutputTimeout: cfg.ClientOutputTimeout,
 		TLSServer: tlsServer, TLSClient: tlsClient, PublicKey: cfg.PublicKeyBytes,
 		Voters: cfg.Voters, DeadMemberAfter: cfg.DeadAfter, Zone: cfg.Zone,
+		SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval,
 	}
 	if again, cut := node.Interrupted(ncfg); cut {
 		// The start before moved this directory aside to join again and

@@ -30,6 +30,7 @@ type Config struct {
 	Password   string // --requirepass; empty means no AUTH
 	Limits     Limits
 	Version    string // idserver's version, for INFO and HELLO
+	Commit     string // the commit it was built from, for INFO ("-dirty" suffix: uncommitted changes); "" when unknown
 	NodeID     string
 	Port       int // for INFO and CONFIG GET port
 	Bind       string

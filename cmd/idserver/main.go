@@ -12,6 +12,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -21,8 +23,42 @@ import (
 	"idserver/resp"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "0.1.0-dev"
+// version and commit are set at build time with
+// -ldflags "-X main.version=1.2.0 -X main.commit=<git sha>". Without
+// -X main.commit, the commit is the Git revision the go command records
+// when it builds from a checkout (buildCommit).
+var (
+	version = "0.1.0-dev"
+	commit  = ""
+)
+
+// buildCommit is the commit this binary was built from: -X main.commit
+// when given, else the vcs.revision Go recorded, with "-dirty" when the
+// checkout had uncommitted changes (vcs.modified); "" when neither is known
+// (a build outside a checkout, or with -buildvcs=false).
+func buildCommit() string {
+	if commit != "" {
+		return commit
+	}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	var revision string
+	var modified bool
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			revision = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	if revision != "" && modified {
+		revision += "-dirty"
+	}
+	return revision
+}
 
 // goRedisLog sends go-redis's own lines (those of a joiner's failed
 // dials, every 250 ms while --join cannot be reached) to the log at DEBUG,
@@ -58,8 +94,13 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		fmt.Fprintln(stderr, "Run 'idserver --help' for the flags.")
 		return 2
 	}
+	built := buildCommit()
 	if cfg.ShowVersion {
-		fmt.Fprintln(stdout, "idserver", version)
+		shown := built
+		if shown == "" {
+			shown = "unknown"
+		}
+		fmt.Fprintf(stdout, "idserver %s commit %s %s %s/%s\n", version, shown, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		return 0
 	}
 	if err := cfg.Validate(); err != nil {
@@ -130,7 +171,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		Bind: cfg.Bind, Port: cfg.Port, Advertise: cfg.Advertise, RaftAddr: cfg.RaftAddr, RaftAdvertise: cfg.RaftAdv,
 		Dir: cfg.Dir, NodeID: cfg.NodeID, Join: cfg.Join, Layout: cfg.Layout, Window: cfg.Window,
 		MaxBorrow: cfg.MaxBorrow, WorkerLease: cfg.WorkerLease, Recover: cfg.Recover, RecoverSkip: cfg.RecoverSkip, SegmentStep: cfg.SegmentStep,
-		RequirePass: cfg.RequirePass, ClusterSecret: cfg.ClusterSecret, Limits: limits, MaxClients: cfg.MaxClients, Version: version, Logger: log,
+		RequirePass: cfg.RequirePass, ClusterSecret: cfg.ClusterSecret, Limits: limits, MaxClients: cfg.MaxClients, Version: version, Commit: built, Logger: log,
 		ClientOutputLimit: cfg.ClientOutputLimit, ClientOutputTimeout: cfg.ClientOutputTimeout,
 		TLSServer: tlsServer, TLSClient: tlsClient, PublicKey: cfg.PublicKeyBytes,
 		Voters: cfg.Voters, DeadMemberAfter: cfg.DeadAfter, Zone: cfg.Zone,

@@ -168,6 +168,7 @@ func (s *Server) infoStats() []string {
 		kv("protocol_errors", errs["PROTOCOL"]),
 		kv("clockback_errors", errs["CLOCKBACK"]),
 		kv("auth_failures", errs["WRONGPASS"]),
+		kv("acl_access_denied_auth", s.stats.authFailures.Load()),
 	}
 }
 

@@ -111,13 +111,14 @@ var (
 	descVoters    = prometheus.NewDesc("idserver_raft_voters", "Voters in this node's latest Raft configuration.", nil, nil)
 	descMembers   = prometheus.NewDesc("idserver_members", "Members by health, as the leader's autopilot sees them (unknown: no view yet).", []string{"health"}, nil)
 	descFree      = prometheus.NewDesc("idserver_worker_ids_free", "Worker IDs no member holds.", nil, nil)
+	descAuthFail  = prometheus.NewDesc("idserver_auth_failures_total", "AUTH and HELLO AUTH refused for a wrong password (INFO acl_access_denied_auth).", nil, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (m *metricsServer) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descCommands, descCmdErrors, descLatency, descErrors, descIDs, descValues,
 		descClients, descConns, descRejected, descSlow, descBorrow, descHeadroom, descLease, descTimeLeft, descLeader, descTerm, descApplied, descApplies,
-		descBuffered, descStep, descVoters, descMembers, descFree} {
+		descBuffered, descStep, descVoters, descMembers, descFree, descAuthFail} {
 		ch <- d
 	}
 }
@@ -159,6 +160,7 @@ func (m *metricsServer) Collect(ch chan<- prometheus.Metric) {
 	counter(descConns, float64(c.Connections))
 	counter(descRejected, float64(c.Rejected))
 	counter(descSlow, float64(c.SlowClients))
+	counter(descAuthFail, float64(src.resp.AuthFailures()))
 	st := src.gen.Status()
 	gauge(descBorrow, float64(st.BorrowMS))
 	gauge(descHeadroom, float64(st.WindowAheadMS))

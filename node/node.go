@@ -615,8 +615,8 @@ func mutualTLS(server, client *tls.Config) (*tls.Config, error) {
 	if server == nil {
 		return nil, nil
 	}
-	if server.ClientCAs == nil || client == nil || client.RootCAs == nil || len(client.Certificates) == 0 {
-		return nil, errors.New("TLS on the Raft port needs the CAs that sign the nodes' certificates (TLSServer.ClientCAs, TLSClient.RootCAs) and a certificate to present (TLSClient.Certificates)")
+	if server.ClientCAs == nil || client == nil || client.RootCAs == nil || len(client.Certificates) == 0 && client.GetClientCertificate == nil {
+		return nil, errors.New("TLS on the Raft port needs the CAs that sign the nodes' certificates (TLSServer.ClientCAs, TLSClient.RootCAs) and a certificate to present (TLSClient.Certificates or GetClientCertificate)")
 	}
 	raft := server.Clone()
 	raft.ClientAuth = tls.RequireAndVerifyClientCert

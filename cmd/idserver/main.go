@@ -4,7 +4,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -85,6 +84,11 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 			return runRestore(args[1:], getenv, stdout, stderr)
 		}
 	}
+	// SIGHUP reloads the TLS certificate (watchCerts); caught first of all,
+	// so that one sent at any point of the start never ends the process.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	cfg, err := parseConfig(args, getenv, stdout)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0 // the usage is printed
@@ -134,10 +138,24 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		}
 		defer metrics.close()
 	}
-	tlsServer, tlsClient, err := loadTLS(cfg.TLSCert, cfg.TLSKey, cfg.TLSCA)
+	certs, err := openCerts(cfg.TLSCert, cfg.TLSKey, cfg.TLSCA, time.Now)
 	if err != nil {
 		return fail(err)
 	}
+	var tlsServer, tlsClient *tls.Config
+	if certs != nil {
+		tlsServer, tlsClient = certs.server, certs.client
+		certs.warnExpiry(log)
+	}
+	stopCerts, certsDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(certsDone)
+		watchCerts(certs, log, hup, stopCerts)
+	}()
+	defer func() {
+		close(stopCerts)
+		<-certsDone
+	}()
 	limits := resp.DefaultLimits()
 	limits.MaxBulk = cfg.MaxBulk
 	clock, debugClock := time.Now, resp.DebugClock(nil)
@@ -207,7 +225,11 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return fail(err)
 	}
 	if metrics != nil {
-		metrics.serve(&metricSources{resp: n.Server, gen: n.Gen, segs: n.Segments, cl: n.Cluster, notMember: n.NotMember})
+		src := &metricSources{resp: n.Server, gen: n.Gen, segs: n.Segments, cl: n.Cluster, notMember: n.NotMember}
+		if certs != nil {
+			src.tlsNotAfter = certs.notAfter
+		}
+		metrics.serve(src)
 	}
 
 	code := 0
@@ -229,39 +251,12 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	return code
 }
 
-// loadTLS reads the node certificate, which serves RESP and the Raft port
-// and is presented to other nodes, and the CAs that nodes' certificates are
-// verified against: caFile, or the certificates in certFile themselves (one
-// self-signed certificate shared by every node, which must then name every
-// node's address). On the Raft port both sides verify (node.Config).
+// loadTLS is openCerts's server and client configurations (nil, nil
+// without certFile).
 func loadTLS(certFile, keyFile, caFile string) (server, client *tls.Config, err error) {
-	if certFile == "" {
-		return nil, nil, nil
+	certs, err := openCerts(certFile, keyFile, caFile, time.Now)
+	if certs == nil {
+		return nil, nil, err
 	}
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if caFile != "" {
-		pem, err := os.ReadFile(caFile)
-		if err != nil {
-			return nil, nil, fmt.Errorf("--tls-ca: %w", err)
-		}
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, nil, fmt.Errorf("--tls-ca %s: no PEM certificate in it", caFile)
-		}
-	} else {
-		for _, der := range cert.Certificate {
-			c, err := x509.ParseCertificate(der)
-			if err != nil {
-				return nil, nil, fmt.Errorf("--tls-cert: %w", err)
-			}
-			pool.AddCert(c)
-		}
-	}
-	server = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12,
-		ClientCAs: pool, ClientAuth: tls.VerifyClientCertIfGiven}
-	client = &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}
-	return server, client, nil
+	return certs.server, certs.client, nil
 }

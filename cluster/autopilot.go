@@ -60,6 +60,7 @@ type pilot struct {
 	heard    map[string]time.Time // last answer to a stats request
 	led      time.Time            // when this node's last leadership ended
 	ledHeard map[string]time.Time // heard, as it was then
+	builds   map[string]build     // each member's version and commit, from its last answer
 	removing map[string]bool      // a removal in flight
 	kept     map[string]bool      // dead members whose keeping this leadership logged
 	joining  map[string]joiner    // in the Raft configuration, not yet in the state machine
@@ -67,6 +68,9 @@ type pilot struct {
 	state atomic.Pointer[autopilot.State] // the leader's latest view
 	view  atomic.Pointer[leaderView]      // a follower's copy of the leader's view
 }
+
+// build is a member's version and commit, as it last answered them.
+type build struct{ version, commit string }
 
 type joiner struct {
 	raftAddr string
@@ -79,6 +83,11 @@ type MemberHealth struct {
 	Healthy       bool   `json:"healthy"`
 	Status        string `json:"status"`          // alive, failed or left (autopilot.NodeStatus)
 	LastContactMS int64  `json:"last_contact_ms"` // since the leader last heard from it; -1: never this leadership
+	// Version and Commit are the member's build, from its last answer to
+	// the leader; empty when it has not answered, or is older than the
+	// field.
+	Version string `json:"version,omitempty"`
+	Commit  string `json:"commit,omitempty"`
 }
 
 // leaderView is the leader's health of every member, as a follower got it
@@ -93,12 +102,14 @@ type memberStats struct {
 	LastContactMS int64  `json:"last_contact_ms"` // since it last heard from the leader; -1: never
 	LastIndex     uint64 `json:"last_index"`
 	LastTerm      uint64 `json:"last_term"`
+	Version       string `json:"version,omitempty"` // Config.Version; absent from a member older than the field
+	Commit        string `json:"commit,omitempty"`
 }
 
 // newPilot sets autopilot up for c; it runs only while c leads.
 func newPilot(c *Cluster, hlog hclog.Logger) *pilot {
 	t := c.timing
-	p := &pilot{c: c, heard: map[string]time.Time{}, removing: map[string]bool{}, kept: map[string]bool{}, joining: map[string]joiner{}}
+	p := &pilot{c: c, heard: map[string]time.Time{}, builds: map[string]build{}, removing: map[string]bool{}, kept: map[string]bool{}, joining: map[string]joiner{}}
 	p.conf = autopilot.Config{
 		CleanupDeadServers: c.cfg.DeadMemberAfter > 0,
 		// A follower hears from the leader every tenth of a heartbeat
@@ -295,6 +306,7 @@ func (p *pilot) FetchServerStats(ctx context.Context, servers map[raft.ServerID]
 				stats.LastContact = time.Duration(resp.Stats.LastContactMS) * time.Millisecond
 				p.mu.Lock()
 				p.heard[string(id)] = time.Now()
+				p.builds[string(id)] = build{resp.Stats.Version, resp.Stats.Commit}
 				p.mu.Unlock()
 			}
 			mu.Lock()
@@ -411,8 +423,10 @@ func (p *pilot) healthList() []MemberHealth {
 		switch last, ok := p.heard[string(id)]; {
 		case string(id) == p.c.cfg.NodeID:
 			h.LastContactMS = 0
+			h.Version, h.Commit = p.c.cfg.Version, p.c.cfg.Commit
 		case ok:
 			h.LastContactMS = now.Sub(last).Milliseconds()
+			h.Version, h.Commit = p.builds[string(id)].version, p.builds[string(id)].commit
 		}
 		out = append(out, h)
 	}
@@ -464,7 +478,7 @@ func (c *Cluster) answerStats(req *request) *response {
 
 // localStats is this node's Raft progress, for autopilot.
 func (c *Cluster) localStats() memberStats {
-	st := memberStats{LastContactMS: -1, LastIndex: c.raft.LastIndex()}
+	st := memberStats{LastContactMS: -1, LastIndex: c.raft.LastIndex(), Version: c.cfg.Version, Commit: c.cfg.Commit}
 	st.LastTerm, _ = strconv.ParseUint(c.raft.Stats()["last_log_term"], 10, 64)
 	if c.IsLeader() {
 		st.LastContactMS = 0

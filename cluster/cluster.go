@@ -95,6 +95,10 @@ type Config struct {
 	// Zone is this node's failure domain (--zone): autopilot spreads the
 	// voters over zones.
 	Zone string
+	// Version and Commit are this node's build (idserver --version): the
+	// leader collects every member's with its stats requests, and CLUSTER
+	// INFO lists them.
+	Version, Commit string
 
 	// Raft timing; zero means the defaults below.
 	HeartbeatTimeout  time.Duration

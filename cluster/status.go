@@ -22,6 +22,10 @@ type MemberStatus struct {
 	// being removed), or unknown (no leader view yet).
 	Health        string
 	LastContactMS int64 // since the leader last heard from it; -1 when unknown
+	// Version and Commit are the member's build: this node's own, the
+	// others' as the leader last heard them; "unknown" when not heard, or
+	// from a member too old to say.
+	Version, Commit string
 }
 
 // Status is what CLUSTER INFO, INFO and the metrics report.
@@ -76,11 +80,18 @@ func (c *Cluster) Status() Status {
 	health := c.memberHealth()
 	for i, m := range members {
 		members[i].Suffrage, members[i].Health, members[i].LastContactMS = "none", "unknown", -1
+		members[i].Version, members[i].Commit = "unknown", "unknown"
+		if m.NodeID == c.cfg.NodeID {
+			members[i].Version, members[i].Commit = orUnknown(c.cfg.Version), orUnknown(c.cfg.Commit)
+		}
 		if s, ok := suffrage[m.NodeID]; ok {
 			members[i].Suffrage = s
 		}
 		if h, ok := health[m.NodeID]; ok {
 			members[i].LastContactMS = h.LastContactMS
+			if m.NodeID != c.cfg.NodeID {
+				members[i].Version, members[i].Commit = orUnknown(h.Version), orUnknown(h.Commit)
+			}
 			switch {
 			case h.Status == "failed":
 				members[i].Health = "failed"
@@ -137,10 +148,18 @@ func (s Status) Pairs() [][2]string {
 	// One line per member, as Redis lists replicas (slave0:ip=...,state=online).
 	for i, m := range s.Members {
 		pairs = append(pairs, [2]string{fmt.Sprintf("member%d", i), fmt.Sprintf(
-			"id=%s,worker=%d,resp=%s,raft=%s,suffrage=%s,health=%s,last_contact_ms=%d,zone=%s",
-			m.NodeID, m.Worker, m.RESPAddr, m.RaftAddr, m.Suffrage, m.Health, m.LastContactMS, m.Zone)})
+			"id=%s,worker=%d,resp=%s,raft=%s,suffrage=%s,health=%s,last_contact_ms=%d,zone=%s,version=%s,commit=%s",
+			m.NodeID, m.Worker, m.RESPAddr, m.RaftAddr, m.Suffrage, m.Health, m.LastContactMS, m.Zone, m.Version, m.Commit)})
 	}
 	return pairs
+}
+
+// orUnknown is s, or "unknown" when empty.
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
 }
 
 // FreeWorkers counts the worker IDs no member holds: what joins can take.

@@ -55,6 +55,7 @@ type Config struct {
 	Limits        resp.Limits
 	MaxClients    int
 	Version       string
+	Commit        string // the commit this binary was built from, "" when unknown
 	Logger        *slog.Logger
 	// TLSServer and TLSClient serve RESP and the Raft port over TLS and
 	// reach other nodes with it. The Raft port requires and verifies a
@@ -399,7 +400,7 @@ func Open(cfg Config) (_ *Node, err error) {
 		Secret: secret, Layout: cfg.Layout, Store: n.Store, Logger: cfg.Logger, Join: join,
 		Now: cfg.Now, WorkerLease: cfg.WorkerLease, Recover: cfg.Recover, RecoverSkip: cfg.RecoverSkip, Network: cfg.Network, TLSServer: raftTLS, TLSClient: cfg.TLSClient,
 		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval,
-		Voters: cfg.Voters, DeadMemberAfter: cfg.DeadMemberAfter, Zone: cfg.Zone,
+		Voters: cfg.Voters, DeadMemberAfter: cfg.DeadMemberAfter, Zone: cfg.Zone, Version: cfg.Version, Commit: cfg.Commit,
 		OnConflict: n.conflict, PublicKey: cfg.PublicKey,
 		OnForgotten: func() {
 			why := "this node was removed by its cluster (CLUSTER FORGET, or dead for --dead-member-after); restarted, it joins again as a new member"
@@ -434,7 +435,7 @@ func Open(cfg Config) (_ *Node, err error) {
 	// node joins its cluster.
 	var ready atomic.Bool
 	n.Server = resp.New(resp.Config{
-		Password: cfg.RequirePass, Limits: cfg.Limits, Version: cfg.Version, NodeID: n.ID,
+		Password: cfg.RequirePass, Limits: cfg.Limits, Version: cfg.Version, Commit: cfg.Commit, NodeID: n.ID,
 		Port: n.ln.Addr().(*net.TCPAddr).Port, Bind: cfg.Bind, Logger: cfg.Logger, MaxClients: cfg.MaxClients,
 		Segments: n.Segments, Cluster: n.Cluster, RequestTimeout: n.Cluster.Timing().Request, Ready: ready.Load,
 		Debug: cfg.Debug, ClientOutputLimit: cfg.ClientOutputLimit, ClientOutputTimeout: cfg.ClientOutputTimeout,
@@ -532,7 +533,7 @@ func Open(cfg Config) (_ *Node, err error) {
 	ready.Store(true)
 	st := n.Gen.Status()
 	n.log.Info("listening", "addr", n.ln.Addr().String(), "advertise", n.Addr, "raft_addr", n.Cluster.RaftAddr(),
-		"version", cfg.Version, "node_id", n.ID, "cluster_id", n.Cluster.ClusterID(), "worker_id", worker,
+		"version", cfg.Version, "commit", cfg.Commit, "node_id", n.ID, "cluster_id", n.Cluster.ClusterID(), "worker_id", worker,
 		"layout", cfg.Layout.String(), "dir", cfg.Dir, "logical_clock_ms", st.LogicalMS, "high_water_ms", st.HighWaterMS,
 		"lease_end_ms", st.LeaseEndMS)
 	return n, nil
@@ -616,8 +617,8 @@ func mutualTLS(server, client *tls.Config) (*tls.Config, error) {
 	if server == nil {
 		return nil, nil
 	}
-	if server.ClientCAs == nil || client == nil || client.RootCAs == nil || len(client.Certificates) == 0 {
-		return nil, errors.New("TLS on the Raft port needs the CAs that sign the nodes' certificates (TLSServer.ClientCAs, TLSClient.RootCAs) and a certificate to present (TLSClient.Certificates)")
+	if server.ClientCAs == nil || client == nil || client.RootCAs == nil || len(client.Certificates) == 0 && client.GetClientCertificate == nil {
+		return nil, errors.New("TLS on the Raft port needs the CAs that sign the nodes' certificates (TLSServer.ClientCAs, TLSClient.RootCAs) and a certificate to present (TLSClient.Certificates or GetClientCertificate)")
 	}
 	raft := server.Clone()
 	raft.ClientAuth = tls.RequireAndVerifyClientCert

@@ -347,7 +347,7 @@ func cmdAuth(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 		}
 	}
 	if s.cfg.Password == "" || !s.checkPassword(user, pass) {
-		s.errorReply(conn, "WRONGPASS invalid username-password pair or user is disabled.")
+		s.authFailed(c, conn)
 		return
 	}
 	c.setAuthed()
@@ -382,7 +382,7 @@ func cmdHello(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 				continue
 			}
 			if s.cfg.Password == "" || !s.checkPassword(user, pass) {
-				s.errorReply(conn, "WRONGPASS invalid username-password pair or user is disabled.")
+				s.authFailed(c, conn)
 				return
 			}
 			authed = true

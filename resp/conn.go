@@ -3,8 +3,10 @@ package resp
 import (
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"os"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -70,6 +72,7 @@ type connection struct {
 	fd     int
 	held   bool
 	killed atomic.Bool
+	gone   chan struct{} // closed by kill: a wait (pause) ends
 }
 
 var _ redcon.Conn = (*connection)(nil)
@@ -159,7 +162,10 @@ func (cn *connection) Close() error {
 // for a refill) can take seconds to do; the shutdown wakes the loop, whose
 // next read sees the end, and serveConn closes the socket.
 func (cn *connection) kill() {
-	cn.killed.Store(true)
+	if cn.killed.Swap(true) {
+		return
+	}
+	close(cn.gone)
 	if cn.rc == nil {
 		cn.nc.Close()
 		return
@@ -336,4 +342,124 @@ func (s *Server) refuseFrame(cn *connection, refused *errProtocol) {
 		cn.nc.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
 		io.Copy(io.Discard, io.LimitReader(cn.nc, 1<<20))
 	}
+}
+
+// AUTH failures (AUTH and HELLO ... AUTH with a wrong password) are
+// counted (acl_access_denied_auth in INFO stats, AuthFailures), logged at
+// most once per authLogInterval, and slowed on the connection that makes
+// them: past authFreeFailures since it last authenticated, each further
+// failure waits authDelay before its reply, on the connection's own
+// goroutine, so that no other connection waits. A guesser on one
+// connection so gets about one try a second, not tens of thousands.
+const (
+	authFreeFailures = 3
+	authFirstDelay   = 100 * time.Millisecond
+	authMaxDelay     = time.Second
+	authLogInterval  = 10 * time.Second
+)
+
+// errWrongPass is Redis 7's reply to a wrong password.
+const errWrongPass = "WRONGPASS invalid username-password pair or user is disabled."
+
+// authDelay is how long the failures-th failure on one connection waits
+// before its reply: nothing for the first authFreeFailures, then
+// authFirstDelay doubling up to authMaxDelay.
+func authDelay(failures int) time.Duration {
+	if failures <= authFreeFailures {
+		return 0
+	}
+	d := authFirstDelay
+	for i := authFreeFailures + 1; i < failures && d < authMaxDelay; i++ {
+		d *= 2
+	}
+	return min(d, authMaxDelay)
+}
+
+// AuthFailures is the number of AUTH and HELLO AUTH refused since the
+// server started (or since CONFIG RESETSTAT).
+func (s *Server) AuthFailures() int64 { return s.stats.authFailures.Load() }
+
+// authFailed answers a refused AUTH: it counts and logs it, waits as
+// authDelay says (the replies before it written first, so that only this
+// one is late), and replies WRONGPASS.
+func (s *Server) authFailed(c *client, conn redcon.Conn) {
+	s.stats.authFailures.Add(1)
+	s.authLog.failed(s.cfg.Logger, c.addr, time.Now())
+	c.authFailures++
+	if d := authDelay(c.authFailures); d > 0 {
+		c.conn.write()
+		if c.conn.pause(d); c.conn.killed.Load() {
+			c.conn.closed = true // Server.Close: answer nothing more
+			return
+		}
+	}
+	s.errorReply(conn, errWrongPass)
+}
+
+// pause waits d, or until the connection is killed (Server.Close).
+func (cn *connection) pause(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-cn.gone:
+	}
+}
+
+// authFailureLog writes one line per authLogInterval at most: the first
+// failure after a quiet interval at once, the others of an interval in one
+// line at its end (a timer), with their count and the last client's
+// address. Lines are written after its lock is let go.
+type authFailureLog struct {
+	mu       sync.Mutex
+	pending  int64     // failures not yet in a line
+	lastAddr string    // the client of the latest one
+	lastLine time.Time // when the last line was written
+	due      *time.Timer
+}
+
+func (l *authFailureLog) failed(log *slog.Logger, addr string, now time.Time) {
+	l.mu.Lock()
+	l.pending++
+	l.lastAddr = addr
+	if now.Sub(l.lastLine) >= authLogInterval {
+		n := l.take(now)
+		l.mu.Unlock()
+		logAuthFailures(log, n, addr)
+		return
+	}
+	if l.due == nil {
+		l.due = time.AfterFunc(l.lastLine.Add(authLogInterval).Sub(now), func() { l.flush(log) })
+	}
+	l.mu.Unlock()
+}
+
+// take starts a new interval at now and returns the failures of the one
+// before. Caller holds l.mu.
+func (l *authFailureLog) take(now time.Time) int64 {
+	n := l.pending
+	l.pending, l.lastLine = 0, now
+	if l.due != nil {
+		l.due.Stop()
+		l.due = nil
+	}
+	return n
+}
+
+// flush writes the failures not yet logged, if any: at the end of an
+// interval, and when the server stops.
+func (l *authFailureLog) flush(log *slog.Logger) {
+	l.mu.Lock()
+	if l.pending == 0 {
+		l.mu.Unlock()
+		return
+	}
+	addr := l.lastAddr
+	n := l.take(time.Now())
+	l.mu.Unlock()
+	logAuthFailures(log, n, addr)
+}
+
+func logAuthFailures(log *slog.Logger, n int64, addr string) {
+	log.Warn("AUTH refused: wrong password", "failures", n, "last_client", addr, "logged_once_per", authLogInterval.String())
 }

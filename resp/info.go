@@ -86,10 +86,19 @@ func cmdInfo(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 
 func kv(k string, v any) string { return fmt.Sprintf("%s:%v", k, v) }
 
+// infoServer: Redis's fields, with idserver's version and the commit it
+// was built from as Redis gives its own (redis_git_sha1, redis_git_dirty):
+// 00000000 when unknown.
 func (s *Server) infoServer() []string {
+	sha1, dirty := strings.CutSuffix(s.cfg.Commit, "-dirty")
+	if sha1 == "" {
+		sha1 = "00000000"
+	}
 	return []string{
 		kv("redis_version", RedisVersion),
 		kv("idserver_version", s.cfg.Version),
+		kv("idserver_git_sha1", sha1),
+		kv("idserver_git_dirty", b2i(dirty)),
 		kv("redis_mode", "standalone"),
 		kv("os", "linux"),
 		kv("arch_bits", strconv.IntSize),
@@ -158,6 +167,7 @@ func (s *Server) infoStats() []string {
 		kv("protocol_errors", errs["PROTOCOL"]),
 		kv("clockback_errors", errs["CLOCKBACK"]),
 		kv("auth_failures", errs["WRONGPASS"]),
+		kv("acl_access_denied_auth", s.stats.authFailures.Load()),
 	}
 }
 

@@ -30,6 +30,7 @@ type Config struct {
 	Password   string // --requirepass; empty means no AUTH
 	Limits     Limits
 	Version    string // idserver's version, for INFO and HELLO
+	Commit     string // the commit it was built from, for INFO ("-dirty" suffix: uncommitted changes); "" when unknown
 	NodeID     string
 	Port       int // for INFO and CONFIG GET port
 	Bind       string
@@ -86,6 +87,7 @@ type Server struct {
 	cmdStats     []commandStats // by command index
 	errorsByCode []atomic.Int64 // by ErrorCodes index
 	instant      instant        // INFO's instantaneous rates and memory peak
+	authLog      authFailureLog // the rate-limited log of AUTH failures
 }
 
 // stats are the counters INFO reports.
@@ -99,6 +101,7 @@ type stats struct {
 	// EXISTS and TYPE that were found or not, as Redis counts its reads.
 	keyspaceHits, keyspaceMisses atomic.Int64
 	netInput, netOutput          atomic.Int64 // bytes read from and written to clients
+	authFailures                 atomic.Int64 // AUTH and HELLO AUTH refused (acl_access_denied_auth)
 }
 
 // New makes a server; Serve starts it.
@@ -149,6 +152,9 @@ type client struct {
 	ids     []int64                // reused reply buffer
 	tag     string                 // the last tag a run of INCRs named, kept so that the next run allocates none
 	tx      txState                // MULTI ... EXEC
+	// authFailures counts the AUTHs refused on this connection since it
+	// last authenticated: past authFreeFailures each one waits (authDelay).
+	authFailures int
 }
 
 // Serve answers connections from ln until Close. It returns nil after Close.
@@ -157,6 +163,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.ln = ln
 	s.mu.Unlock()
 	defer s.closeClients()
+	defer s.authLog.flush(s.cfg.Logger)
 	stopSampling := make(chan struct{})
 	defer close(stopSampling)
 	go s.sampleLoop(stopSampling)
@@ -202,7 +209,7 @@ func (s *Server) closeClients() {
 // accept registers a new connection, or refuses it at --maxclients.
 func (s *Server) accept(nc net.Conn) *client {
 	cn := &connection{nc: nc, addr: nc.RemoteAddr().String(), limit: s.cfg.ClientOutputLimit, timeout: s.cfg.ClientOutputTimeout,
-		rc: rawConnOf(nc)}
+		rc: rawConnOf(nc), gone: make(chan struct{})}
 	c := &client{
 		id:      s.nextClientID.Add(1),
 		conn:    cn,
@@ -429,6 +436,7 @@ func (s *Server) checkPassword(user, pass []byte) bool {
 // setAuthed marks the client authenticated, lifting the pre-auth limits.
 func (c *client) setAuthed() {
 	c.authed = true
+	c.authFailures = 0
 }
 
 // unknownCommand is Redis 7's message, args quoted and cut as Redis does.

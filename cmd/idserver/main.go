@@ -4,7 +4,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,6 +11,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -21,8 +22,42 @@ import (
 	"idserver/resp"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "0.1.0-dev"
+// version and commit are set at build time with
+// -ldflags "-X main.version=1.2.0 -X main.commit=<git sha>". Without
+// -X main.commit, the commit is the Git revision the go command records
+// when it builds from a checkout (buildCommit).
+var (
+	version = "0.1.0-dev"
+	commit  = ""
+)
+
+// buildCommit is the commit this binary was built from: -X main.commit
+// when given, else the vcs.revision Go recorded, with "-dirty" when the
+// checkout had uncommitted changes (vcs.modified); "" when neither is known
+// (a build outside a checkout, or with -buildvcs=false).
+func buildCommit() string {
+	if commit != "" {
+		return commit
+	}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	var revision string
+	var modified bool
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			revision = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	if revision != "" && modified {
+		revision += "-dirty"
+	}
+	return revision
+}
 
 // goRedisLog sends go-redis's own lines (those of a joiner's failed
 // dials, every 250 ms while --join cannot be reached) to the log at DEBUG,
@@ -49,6 +84,11 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 			return runRestore(args[1:], getenv, stdout, stderr)
 		}
 	}
+	// SIGHUP reloads the TLS certificate (watchCerts); caught first of all,
+	// so that one sent at any point of the start never ends the process.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	cfg, err := parseConfig(args, getenv, stdout)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0 // the usage is printed
@@ -58,8 +98,13 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		fmt.Fprintln(stderr, "Run 'idserver --help' for the flags.")
 		return 2
 	}
+	built := buildCommit()
 	if cfg.ShowVersion {
-		fmt.Fprintln(stdout, "idserver", version)
+		shown := built
+		if shown == "" {
+			shown = "unknown"
+		}
+		fmt.Fprintf(stdout, "idserver %s commit %s %s %s/%s\n", version, shown, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		return 0
 	}
 	if err := cfg.Validate(); err != nil {
@@ -93,10 +138,24 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		}
 		defer metrics.close()
 	}
-	tlsServer, tlsClient, err := loadTLS(cfg.TLSCert, cfg.TLSKey, cfg.TLSCA)
+	certs, err := openCerts(cfg.TLSCert, cfg.TLSKey, cfg.TLSCA, time.Now)
 	if err != nil {
 		return fail(err)
 	}
+	var tlsServer, tlsClient *tls.Config
+	if certs != nil {
+		tlsServer, tlsClient = certs.server, certs.client
+		certs.warnExpiry(log)
+	}
+	stopCerts, certsDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(certsDone)
+		watchCerts(certs, log, hup, stopCerts)
+	}()
+	defer func() {
+		close(stopCerts)
+		<-certsDone
+	}()
 	limits := resp.DefaultLimits()
 	limits.MaxBulk = cfg.MaxBulk
 	clock, debugClock := time.Now, resp.DebugClock(nil)
@@ -130,7 +189,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		Bind: cfg.Bind, Port: cfg.Port, Advertise: cfg.Advertise, RaftAddr: cfg.RaftAddr, RaftAdvertise: cfg.RaftAdv,
 		Dir: cfg.Dir, NodeID: cfg.NodeID, Join: cfg.Join, Layout: cfg.Layout, Window: cfg.Window,
 		MaxBorrow: cfg.MaxBorrow, WorkerLease: cfg.WorkerLease, Recover: cfg.Recover, RecoverSkip: cfg.RecoverSkip, SegmentStep: cfg.SegmentStep,
-		RequirePass: cfg.RequirePass, ClusterSecret: cfg.ClusterSecret, Limits: limits, MaxClients: cfg.MaxClients, Version: version, Logger: log,
+		RequirePass: cfg.RequirePass, ClusterSecret: cfg.ClusterSecret, Limits: limits, MaxClients: cfg.MaxClients, Version: version, Commit: built, Logger: log,
 		ClientOutputLimit: cfg.ClientOutputLimit, ClientOutputTimeout: cfg.ClientOutputTimeout,
 		TLSServer: tlsServer, TLSClient: tlsClient, PublicKey: cfg.PublicKeyBytes,
 		Voters: cfg.Voters, DeadMemberAfter: cfg.DeadAfter, Zone: cfg.Zone,
@@ -167,7 +226,11 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return fail(err)
 	}
 	if metrics != nil {
-		metrics.serve(&metricSources{resp: n.Server, gen: n.Gen, segs: n.Segments, cl: n.Cluster, notMember: n.NotMember})
+		src := &metricSources{resp: n.Server, gen: n.Gen, segs: n.Segments, cl: n.Cluster, notMember: n.NotMember}
+		if certs != nil {
+			src.tlsNotAfter = certs.notAfter
+		}
+		metrics.serve(src)
 	}
 
 	code := 0
@@ -189,39 +252,12 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	return code
 }
 
-// loadTLS reads the node certificate, which serves RESP and the Raft port
-// and is presented to other nodes, and the CAs that nodes' certificates are
-// verified against: caFile, or the certificates in certFile themselves (one
-// self-signed certificate shared by every node, which must then name every
-// node's address). On the Raft port both sides verify (node.Config).
+// loadTLS is openCerts's server and client configurations (nil, nil
+// without certFile).
 func loadTLS(certFile, keyFile, caFile string) (server, client *tls.Config, err error) {
-	if certFile == "" {
-		return nil, nil, nil
+	certs, err := openCerts(certFile, keyFile, caFile, time.Now)
+	if certs == nil {
+		return nil, nil, err
 	}
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if caFile != "" {
-		pem, err := os.ReadFile(caFile)
-		if err != nil {
-			return nil, nil, fmt.Errorf("--tls-ca: %w", err)
-		}
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, nil, fmt.Errorf("--tls-ca %s: no PEM certificate in it", caFile)
-		}
-	} else {
-		for _, der := range cert.Certificate {
-			c, err := x509.ParseCertificate(der)
-			if err != nil {
-				return nil, nil, fmt.Errorf("--tls-cert: %w", err)
-			}
-			pool.AddCert(c)
-		}
-	}
-	server = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12,
-		ClientCAs: pool, ClientAuth: tls.VerifyClientCertIfGiven}
-	client = &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}
-	return server, client, nil
+	return certs.server, certs.client, nil
 }

@@ -38,6 +38,8 @@ type metricSources struct {
 	segs      *engine.Segments
 	cl        *cluster.Cluster
 	notMember func() bool
+	// tlsNotAfter is when the TLS certificate in use expires; nil without TLS.
+	tlsNotAfter func() time.Time
 }
 
 func startMetrics(addr, password string, log *slog.Logger) (*metricsServer, error) {
@@ -136,13 +138,15 @@ var (
 	descVoters    = prometheus.NewDesc("idserver_raft_voters", "Voters in this node's latest Raft configuration.", nil, nil)
 	descMembers   = prometheus.NewDesc("idserver_members", "Members by health, as the leader's autopilot sees them (unknown: no view yet).", []string{"health"}, nil)
 	descFree      = prometheus.NewDesc("idserver_worker_ids_free", "Worker IDs no member holds.", nil, nil)
+	descTLSExpiry = prometheus.NewDesc("idserver_tls_cert_expiry_seconds", "Seconds until the TLS certificate in use expires (its NotAfter); negative once it has; absent without TLS.", nil, nil)
+	descAuthFail  = prometheus.NewDesc("idserver_auth_failures_total", "AUTH and HELLO AUTH refused for a wrong password (INFO acl_access_denied_auth).", nil, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (m *metricsServer) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descCommands, descCmdErrors, descLatency, descErrors, descIDs, descValues,
 		descClients, descConns, descRejected, descSlow, descBorrow, descHeadroom, descLease, descTimeLeft, descLeader, descTerm, descApplied, descApplies,
-		descTags, descBufTags, descBuffered, descVoters, descMembers, descFree} {
+		descTags, descBufTags, descBuffered, descVoters, descMembers, descFree, descAuthFail, descTLSExpiry} {
 		ch <- d
 	}
 }
@@ -189,6 +193,10 @@ func (m *metricsServer) Collect(ch chan<- prometheus.Metric) {
 	counter(descConns, float64(c.Connections))
 	counter(descRejected, float64(c.Rejected))
 	counter(descSlow, float64(c.SlowClients))
+	counter(descAuthFail, float64(src.resp.AuthFailures()))
+	if src.tlsNotAfter != nil {
+		gauge(descTLSExpiry, time.Until(src.tlsNotAfter()).Seconds())
+	}
 	st := src.gen.Status()
 	gauge(descBorrow, float64(st.BorrowMS))
 	gauge(descHeadroom, float64(st.WindowAheadMS))

@@ -584,7 +584,6 @@ func TestLoadTLSVerifiesBothWays(t *testing.T) {
 	}
 	stranger := otherClient.Clone() // trusts the node, presents another CA's certificate
 	stranger.RootCAs = client.RootCAs
-	stranger.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &otherClient.Certificates[0], nil }
 	if serr, _ := handshake(server, stranger); serr == nil || !strings.Contains(serr.Error(), "unknown authority") {
 		t.Fatalf("a server requiring certificates, to a client of another CA: %v, want unknown authority", serr)
 	}

@@ -20,15 +20,39 @@ import (
 // key.pem, and returns their paths and a pool that trusts the certificate.
 func SelfSigned(t testing.TB, dir string) (certFile, keyFile string, pool *x509.CertPool) {
 	t.Helper()
+	return SelfSignedWith(t, dir, CertOptions{})
+}
+
+// CertOptions shape the certificate SelfSignedWith writes. The zero value
+// is SelfSigned's: serial 1, valid from an hour ago for a day, a new key.
+type CertOptions struct {
+	Serial              int64
+	NotBefore, NotAfter time.Time
+}
+
+// SelfSignedWith is SelfSigned with the serial and validity of o; it
+// overwrites dir/cert.pem and dir/key.pem.
+func SelfSignedWith(t testing.TB, dir string, o CertOptions) (certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
+	if o.Serial == 0 {
+		o.Serial = 1
+	}
+	if o.NotBefore.IsZero() {
+		o.NotBefore = time.Now().Add(-time.Hour)
+	}
+	if o.NotAfter.IsZero() {
+		o.NotAfter = time.Now().Add(24 * time.Hour)
+	}
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
+		SerialNumber:          big.NewInt(o.Serial),
 		Subject:               pkix.Name{CommonName: "idserver test"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
+		NotBefore:             o.NotBefore,
+		NotAfter:              o.NotAfter,
 		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
 		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
@@ -43,7 +67,6 @@ func SelfSigned(t testing.TB, dir string) (certFile, keyFile string, pool *x509.
 	if err != nil {
 		t.Fatal(err)
 	}
-	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
 	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,7 @@
 // processes on ports from 127.0.0.1:0 that are ready when they answer a
 // command (Start, Launch), Debian's redis-server as a peer (StartRedis),
 // free ports (FreePort) and a self-signed certificate for TLS
-// (SelfSigned).
+// (SelfSigned; SelfSignedWith for its serial and validity).
 //
 // A process is stopped by its handle, never by name: Kill sends SIGKILL (a
 // crash), Stop SIGTERM (a clean exit). Start stops what it started when the

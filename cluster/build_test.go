@@ -1,0 +1,67 @@
+package cluster_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"idserver/cluster"
+	idnode "idserver/node"
+)
+
+// TestMembersShowTheirBuild: CLUSTER INFO on every member lists each
+// member's version and commit, as the leader collects them; a member that
+// sends none (one older than the field, here a node with no version)
+// shows "unknown".
+func TestMembersShowTheirBuild(t *testing.T) {
+	builds := map[string][2]string{"n1": {"1.0.0", "aaaa"}, "n2": {"1.1.0", "bbbb-dirty"}, "n3": {"", ""}}
+	var nodes []*node
+	for i := 1; i <= 3; i++ {
+		id := fmt.Sprintf("n%d", i)
+		var via *node
+		if i > 1 {
+			via = nodes[0]
+		}
+		n, err := openNode(t, id, t.TempDir(), via, func(c *idnode.Config) { c.Version, c.Commit = builds[id][0], builds[id][1] })
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, n)
+	}
+	want := func(id string) string {
+		v, c := builds[id][0], builds[id][1]
+		if v == "" {
+			v, c = "unknown", "unknown"
+		}
+		return fmt.Sprintf("version=%s,commit=%s", v, c)
+	}
+	var last string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		ok := true
+		for _, n := range nodes {
+			lines := memberLines(n.cl.Status())
+			for id := range builds {
+				if !strings.HasSuffix(lines[id], want(id)) {
+					ok, last = false, fmt.Sprintf("node %s lists %s as %q, want it to end in %q", n.id, id, lines[id], want(id))
+				}
+			}
+		}
+		if ok {
+			return
+		}
+	}
+	t.Fatal(last)
+}
+
+// memberLines is each member's line of CLUSTER INFO, by node ID.
+func memberLines(st cluster.Status) map[string]string {
+	out := map[string]string{}
+	for _, p := range st.Pairs() {
+		if strings.HasPrefix(p[0], "member") && strings.HasPrefix(p[1], "id=") {
+			id, _, _ := strings.Cut(strings.TrimPrefix(p[1], "id="), ",")
+			out[id] = p[1]
+		}
+	}
+	return out
+}

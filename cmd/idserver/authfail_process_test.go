@@ -40,7 +40,7 @@ func TestAuthFailuresCountedLoggedAndExported(t *testing.T) {
 	if err != nil || !strings.Contains(info, "\r\nacl_access_denied_auth:5\r\n") {
 		t.Fatalf("INFO stats after 5 wrong passwords: %v\n%s", err, info)
 	}
-	if v := metricValue(t, scrape(t, "http://"+maddr+"/metrics"), "idserver_auth_failures_total"); v != 5 {
+	if v := metricValue(t, scrape(t, "http://default:pw@"+maddr+"/metrics"), "idserver_auth_failures_total"); v != 5 {
 		t.Fatalf("idserver_auth_failures_total %v, want 5", v)
 	}
 	client := regexp.QuoteMeta(conn.LocalAddr().String())

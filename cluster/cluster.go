@@ -126,6 +126,7 @@ type Cluster struct {
 	refusedLogged atomic.Int64
 	boot          uint64        // this process: allocations record it, fences answer it
 	readyTerm     atomic.Uint64 // the term in which this leader's state machine caught up (caughtUp)
+	checks        leaderChecks  // reads' confirmations that this node leads (readIndex)
 
 	holdMu       sync.Mutex
 	holds        map[string]chan struct{} // tags a SET is checking on this leader: allocations wait

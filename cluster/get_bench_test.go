@@ -2,7 +2,11 @@ package cluster_test
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"testing"
+
+	idnode "idserver/node"
 )
 
 // BenchmarkGET is the cost of one GET (the cluster-wide high-water of a
@@ -10,7 +14,7 @@ import (
 // three-node one: one client at a time (latency), and 50 at once.
 func BenchmarkGET(b *testing.B) {
 	for _, size := range []int{1, 3} {
-		nodes := openCluster(b, size, nil)
+		nodes := openCluster(b, size, func(c *idnode.Config) { c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil)) })
 		ctx := context.Background()
 		l := leader(b, nodes)
 		if err := l.rdb.Incr(ctx, "bench").Err(); err != nil {

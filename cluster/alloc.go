@@ -117,12 +117,13 @@ func (c *Cluster) runGroupCommit() {
 func (c *Cluster) Get(tag string) (int64, bool) { return c.fsm.tag(tag) }
 
 // High is a tag's cluster-wide allocation high-water, at least every value
-// any node has handed out: read on the leader, whose state machine has every
-// committed allocation. With no leader to ask it is ErrNoLeader: a lagging
-// local copy could be below a value already handed out.
+// any node handed out before the call: read on the leader once it has
+// confirmed it still leads (readIndex). With no leader to ask, or one that
+// cannot confirm it leads, it is ErrNoLeader: a lagging local copy, or a
+// deposed leader's, could be below a value already handed out.
 func (c *Cluster) High(ctx context.Context, tag string) (int64, bool, error) {
 	if c.IsLeader() {
-		if err := c.caughtUp(); err != nil {
+		if err := c.readIndex(ctx); err != nil {
 			return 0, false, err
 		}
 		v, ok := c.fsm.tag(tag)

@@ -6,7 +6,6 @@ package cluster
 // recover.go, status.go, rpc.go (node-to-node requests) and fsm.go.
 
 import (
-	"context"
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/binary"
@@ -16,7 +15,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -132,6 +130,7 @@ type Cluster struct {
 	refusedLogged atomic.Int64
 	boot          uint64        // this process: allocations record it, fences answer it
 	readyTerm     atomic.Uint64 // the term in which this leader's state machine caught up (caughtUp)
+	checks        leaderChecks  // reads' confirmations that this node leads (readIndex)
 
 	holdMu       sync.Mutex
 	holds        map[string]chan struct{} // tags a SET is checking on this leader: allocations wait
@@ -187,7 +186,7 @@ func Open(cfg Config) (*Cluster, error) {
 	if err := os.MkdirAll(rdir, 0o755); err != nil {
 		return nil, err
 	}
-	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Output: slogWriter{cfg.Logger}, Level: hclog.Warn, DisableTime: true})
+	hlog := newRaftLogger(cfg.Logger, hclog.Warn)
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(rdir, 2, hlog)
 	if err != nil {
 		return nil, err
@@ -286,7 +285,7 @@ func Open(cfg Config) (*Cluster, error) {
 		return fail(err)
 	}
 	c.started.Store(c.raft)
-	c.pilot = newPilot(c, hclog.New(&hclog.LoggerOptions{Name: "raft", Output: slogWriter{cfg.Logger}, Level: hclog.Info, DisableTime: true}))
+	c.pilot = newPilot(c, newRaftLogger(cfg.Logger, hclog.Info))
 	// The port is served only now: a node-to-node request reads c.raft.
 	go c.mux.run()
 	if recovering {
@@ -372,43 +371,3 @@ func (c *Cluster) logRefused(from, theirs string) {
 
 // Snapshot takes a Raft snapshot now and compacts the log.
 func (c *Cluster) Snapshot() error { return c.raft.Snapshot().Error() }
-
-// slogWriter sends hclog's lines ("[WARN]  raft: ...") to slog at their level.
-type slogWriter struct{ log *slog.Logger }
-
-func (w slogWriter) Write(p []byte) (int, error) {
-	line := strings.TrimSpace(string(p))
-	level := slog.LevelInfo
-	for prefix, l := range map[string]slog.Level{"[ERROR]": slog.LevelError, "[WARN]": slog.LevelWarn, "[DEBUG]": slog.LevelDebug} {
-		if strings.HasPrefix(line, prefix) {
-			level, line = l, strings.TrimSpace(strings.TrimPrefix(line, prefix))
-		}
-	}
-	if level == slog.LevelWarn && routineRaftWarning(line) {
-		level = slog.LevelInfo
-	}
-	w.log.Log(context.Background(), level, line)
-	return len(p), nil
-}
-
-// routineRaftWarning reports whether a line hashicorp/raft logs at WARN
-// is one every healthy start writes: a node standing for election with no
-// leader ever heard of (a fresh or restarted node; a follower that lost its
-// leader names it and stays a warning), a joiner that has not received the
-// log yet and its leader sending it, a joiner's Raft before it is admitted.
-// They say nothing is wrong, so they are logged at INFO.
-func routineRaftWarning(line string) bool {
-	if line == "raft: heartbeat timeout reached, starting election: last-leader-addr= last-leader-id=" {
-		return true
-	}
-	for _, prefix := range []string{
-		"raft: failed to get previous log",
-		"raft: appendEntries rejected, sending older logs",
-		"raft: no known peers, aborting election",
-	} {
-		if strings.HasPrefix(line, prefix) {
-			return true
-		}
-	}
-	return false
-}

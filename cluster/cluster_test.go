@@ -101,7 +101,7 @@ func (s *cutStream) partition(cut bool) {
 // openNode starts the node the binary runs, in dir, on a Raft port the test
 // can cut; the first node bootstraps, others join through joinVia's RESP
 // address.
-func openNode(t *testing.T, id, dir string, joinVia *node, mod func(*idnode.Config)) (*node, error) {
+func openNode(t testing.TB, id, dir string, joinVia *node, mod func(*idnode.Config)) (*node, error) {
 	t.Helper()
 	rl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -160,7 +160,7 @@ func startCluster(t *testing.T, size int, snapshotThreshold uint64) []*node {
 
 // openCluster opens n1..nsize, each on its own directory, the first
 // bootstrapping and the others joining it, each configured by mod.
-func openCluster(t *testing.T, size int, mod func(*idnode.Config)) []*node {
+func openCluster(t testing.TB, size int, mod func(*idnode.Config)) []*node {
 	t.Helper()
 	var nodes []*node
 	for i := 1; i <= size; i++ {
@@ -178,7 +178,7 @@ func openCluster(t *testing.T, size int, mod func(*idnode.Config)) []*node {
 }
 
 // leader polls until one live node leads.
-func leader(t *testing.T, nodes []*node) *node {
+func leader(t testing.TB, nodes []*node) *node {
 	t.Helper()
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		for _, n := range nodes {

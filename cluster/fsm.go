@@ -245,6 +245,7 @@ type fsm struct {
 	log       *slog.Logger
 	stop      <-chan struct{}       // the cluster closing: an apply waiting for disk space gives up
 	full      atomic.Pointer[error] // why an apply waits for disk space (nil when none waits)
+	room      func() error          // whether the disk has room for an apply (store.Room)
 
 	mu   sync.RWMutex
 	meta meta
@@ -262,7 +263,7 @@ type fsm struct {
 }
 
 func newFSM(store *persist.Store, maxWorker int64) (*fsm, error) {
-	f := &fsm{store: store, maxWorker: maxWorker, log: slog.Default(), pubCh: make(chan struct{})}
+	f := &fsm{store: store, maxWorker: maxWorker, log: slog.Default(), room: store.Room, pubCh: make(chan struct{})}
 	f.reset()
 	if v, ok, err := store.Get(keyState); err != nil {
 		return nil, err
@@ -323,19 +324,20 @@ func (f *fsm) Apply(l *raft.Log) any {
 		return fmt.Errorf("%w: closing with entry %d unapplied", ErrNoLeader, l.Index) // applied again at the next start
 	}
 	var ch changes
-	resp := f.applyLocked(l, &ch)
+	resp, batch := f.applyLocked(l, &ch)
+	if batch != nil && !f.commit(l.Index, batch) {
+		return fmt.Errorf("%w: closing with entry %d unstored", ErrNoLeader, l.Index) // applied again at the next start
+	}
 	f.publish(l.Index, &ch)
 	return resp
 }
 
-// waitRoom holds an apply back while the disk is full (persist.Store.Room):
-// an entry's changes to the state in memory are made as its batch is
-// written, so one whose write failed could not be applied again, and a
-// panic would take the node down. Raft goes on meanwhile; the state
-// machine, and what waits on it, resumes once space is freed. False when
-// the cluster closes first.
+// waitRoom holds an apply back while the disk is full (persist.Store.Room),
+// without the state machine's lock: readers (GET, INFO, snapshots) go on.
+// Raft goes on meanwhile; the state machine, and what waits on it, resumes
+// once space is freed. False when the cluster closes first.
 func (f *fsm) waitRoom(index uint64) bool {
-	err := f.store.Room()
+	err := f.room()
 	if err == nil {
 		return true
 	}
@@ -345,7 +347,7 @@ func (f *fsm) waitRoom(index uint64) bool {
 	defer f.full.Store(nil)
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
-	for ; err != nil; err = f.store.Room() {
+	for ; err != nil; err = f.room() {
 		select {
 		case <-f.stop:
 			return false
@@ -356,11 +358,14 @@ func (f *fsm) waitRoom(index uint64) bool {
 	return true
 }
 
-func (f *fsm) applyLocked(l *raft.Log, ch *changes) any {
+// applyLocked applies an entry to the state in memory and returns the
+// batch that stores it (nil for an entry already stored), which the caller
+// commits after the lock is released.
+func (f *fsm) applyLocked(l *raft.Log, ch *changes) (any, *persist.Batch) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if l.Index <= f.meta.Applied {
-		return nil // already in the store: a replay after restart
+		return nil, nil // already in the store: a replay after restart
 	}
 	apply, ok := applyTable[l.Data[0]]
 	if !ok {
@@ -371,14 +376,27 @@ func (f *fsm) applyLocked(l *raft.Log, ch *changes) any {
 	f.meta.Applied = l.Index
 	m, _ := json.Marshal(&f.meta)
 	batch.Set(keyState, m)
+	return resp, batch
+}
+
+// commit stores an entry's batch, without the state machine's lock. The
+// state in memory already has the entry (a committed one: readers may see
+// it), so a batch the full disk refused is committed again, as it is, once
+// space is freed (waitRoom), never applied again; its changes are
+// published only once stored. False when the cluster closes first: the
+// entry is applied again at the next start.
+func (f *fsm) commit(index uint64, batch *persist.Batch) bool {
 	err := batch.Commit()
-	for errors.Is(err, persist.ErrDiskFull) && f.waitRoom(l.Index) {
+	for errors.Is(err, persist.ErrDiskFull) {
+		if !f.waitRoom(index) {
+			return false
+		}
 		err = batch.Commit() // refused before Pebble saw it: the same batch again
 	}
-	if err != nil && !errors.Is(err, persist.ErrDiskFull) { // still full: the cluster is closing
+	if err != nil {
 		panic(fmt.Sprintf("cluster: cannot store the state machine: %v", err))
 	}
-	return resp
+	return true
 }
 
 // publish tells the watchers what an Apply changed, outside the lock:

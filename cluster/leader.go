@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -135,15 +136,102 @@ func (c *Cluster) TransferLeadership() error { return c.raft.LeadershipTransfer(
 // value acknowledged just before a leader was killed): a Barrier, once per
 // term, waits for that.
 func (c *Cluster) caughtUp() error {
+	_, err := c.caughtUpTerm()
+	return err
+}
+
+// caughtUpTerm is caughtUp, also returning the term it holds for.
+func (c *Cluster) caughtUpTerm() (uint64, error) {
 	term := c.raft.CurrentTerm()
 	if c.readyTerm.Load() == term {
-		return nil
+		return term, nil
 	}
 	if err := c.await(c.raft.Barrier(c.timing.Apply)); err != nil {
-		return fmt.Errorf("%w: %v", ErrNoLeader, err)
+		return 0, fmt.Errorf("%w: %v", ErrNoLeader, err)
 	}
 	c.readyTerm.Store(term)
+	return term, nil
+}
+
+// readIndex returns once this node's state machine holds every value any
+// node handed out before the call, so that a read of it is linearizable;
+// ErrNoLeader when this node does not lead, or cannot confirm it does. It
+// holds when this node leads in a term whose earlier entries it has
+// applied (caughtUpTerm), confirmed by a quorum after the call
+// (verifyLeader), the term unchanged meanwhile: a value handed out in an
+// earlier term was committed before this one; one handed out in this
+// term was allocated by this leader, and applied here before it left. A
+// deposed leader that has not noticed yet fails the confirmation, since a
+// quorum already follows a later term. When ctx ends first it is
+// ErrNoLeader too.
+func (c *Cluster) readIndex(ctx context.Context) error {
+	term, err := c.caughtUpTerm()
+	if err != nil {
+		return err
+	}
+	if err := c.verifyLeader(ctx); err != nil {
+		return fmt.Errorf("%w: node %s cannot confirm it still leads: %v", ErrNoLeader, c.cfg.NodeID, err)
+	}
+	if now := c.raft.CurrentTerm(); now != term {
+		return fmt.Errorf("%w: the term moved from %d to %d during the read", ErrNoLeader, term, now)
+	}
 	return nil
+}
+
+// verifyRound is one confirmation of the leadership with a quorum
+// (raft.VerifyLeader), shared by the calls that joined it before it began.
+type verifyRound struct {
+	done chan struct{}
+	err  error // set before done is closed
+}
+
+// leaderChecks batches the confirmations of the leadership reads need
+// (verifyLeader); its zero value is ready.
+type leaderChecks struct {
+	once    sync.Once
+	running chan struct{} // holds a token while a round runs
+	mu      sync.Mutex
+	next    *verifyRound // the round the calls arriving now join; nil: none yet
+}
+
+// verifyLeader confirms with a quorum that this node leads, in a round
+// that begins after the call, or returns ctx's error when ctx ends first.
+// One round runs at a time, in a goroutine of its own that ends within
+// the apply budget (await); the calls that arrive meanwhile join the next
+// one, which the first of them to find none running starts for all:
+// concurrent GETs cost one round trip to the followers, not one each.
+func (c *Cluster) verifyLeader(ctx context.Context) error {
+	lc := &c.checks
+	lc.once.Do(func() { lc.running = make(chan struct{}, 1) })
+	lc.mu.Lock()
+	r := lc.next
+	if r == nil {
+		r = &verifyRound{done: make(chan struct{})}
+		lc.next = r
+	}
+	lc.mu.Unlock()
+	for {
+		select {
+		case <-r.done:
+			return r.err
+		case <-ctx.Done():
+			return ctx.Err()
+		case lc.running <- struct{}{}:
+		}
+		lc.mu.Lock()
+		run := lc.next
+		lc.next = nil
+		lc.mu.Unlock()
+		if run == nil { // r ran, and is done
+			<-lc.running
+			continue
+		}
+		go func() {
+			run.err = c.await(c.raft.VerifyLeader())
+			close(run.done)
+			<-lc.running
+		}()
+	}
 }
 
 // await waits for a Raft future, at most the apply budget. Raft answers

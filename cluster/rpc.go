@@ -206,23 +206,59 @@ type mux struct {
 	lastLog   atomic.Int64 // when the last of them was logged, Unix ns
 }
 
+// Accept failures (out of file descriptors, or the like) are retried after
+// a pause that starts at acceptBackoffMin and doubles up to
+// acceptBackoffMax: the port takes Raft and node-to-node traffic again
+// once the cause is gone. They are logged at most once per
+// acceptLogInterval, with the count since the last line.
+const (
+	acceptBackoffMin  = 5 * time.Millisecond
+	acceptBackoffMax  = time.Second
+	acceptLogInterval = 10 * time.Second
+)
+
+// run accepts connections on the Raft port until the mux is closed.
 func (m *mux) run() {
+	var (
+		backoff time.Duration
+		failed  int64     // failures in a row
+		folded  int64     // of them, those not logged
+		logged  time.Time // when the last line was logged
+	)
 	for {
 		conn, err := m.net.Accept()
-		if err != nil {
-			select {
-			case <-m.closed:
-				return
-			default:
+		if err == nil {
+			if failed > 0 {
+				m.log.Info("the Raft port accepts connections again", "failures", failed)
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
+			backoff, failed, folded = 0, 0, 0
+			go m.route(conn)
+			continue
+		}
+		select {
+		case <-m.closed:
+			return
+		default:
+		}
+		if errors.Is(err, net.ErrClosed) {
 			m.Close()
 			return
 		}
-		go m.route(conn)
+		backoff = min(max(2*backoff, acceptBackoffMin), acceptBackoffMax)
+		failed++
+		if time.Since(logged) < acceptLogInterval {
+			folded++
+		} else {
+			m.log.Warn("the Raft port cannot accept a connection; retrying", "err", err, "retry_in", backoff, "folded", folded)
+			logged, folded = time.Now(), 0
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-m.closed:
+			t.Stop()
+			return
+		case <-t.C:
+		}
 	}
 }
 

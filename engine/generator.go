@@ -186,6 +186,7 @@ type Generator struct {
 	leaseWhy  atomic.Pointer[string] // why it is not being renewed; nil when it is
 	clockWhy  atomic.Pointer[string] // what the node does about a clock that went back
 	reserveMu sync.Mutex             // serialises store writes so they only go up
+	syncWaits atomic.Uint64          // issues that synced the high-water themselves: the background step fell behind
 	trouble   chan struct{}          // kicked on CLOCKBACK and on a lease that ended (Trouble)
 	kick      chan struct{}
 
@@ -694,10 +695,28 @@ func (g *Generator) issueGen(dst []int64, n int, gene int64) (_ []int64, switche
 					return dst[:start], switches, ErrTimeExhausted
 				}
 				if t >= g.reserved.Load() {
-					// The background step fell behind: reserve now, on the hot path.
-					if err := g.reserve(g.horizon(t, wall)); err != nil {
+					// The background step fell behind: reserve now, on the
+					// hot path, with g.mu released so that other callers
+					// and Status do not wait for the sync. Nothing at or
+					// above the mark is issued meanwhile (every caller
+					// checks it under g.mu, and it only goes up once
+					// durable); the slot is taken again once it holds.
+					g.syncWaits.Add(1)
+					g.mu.Unlock()
+					err := g.reserve(g.horizon(t, wall))
+					g.mu.Lock()
+					if err != nil {
 						return dst[:start], switches, err
 					}
+					if g.closed {
+						return dst[:start], switches, ErrClosed
+					}
+					if g.switches != switches {
+						// A fresh worker ID while this synced: start over on
+						// it, as after a wait for the clock.
+						dst, i, switches = dst[:start], 0, g.switches
+					}
+					continue
 				}
 			}
 		}
@@ -760,6 +779,7 @@ func (g *Generator) UUIDv7s(dst [][16]byte, n int) ([][16]byte, error) {
 	}
 	last := lastUnixMS - g.epochMS
 	if t := floorDiv(last, g.unitMS); t >= g.reserved.Load() {
+		g.syncWaits.Add(1)
 		if err := g.reserve(g.horizon(t, wall)); err != nil {
 			return dst[:start], err
 		}
@@ -928,6 +948,10 @@ type Status struct {
 	// or "monotonic" (before the counter's rate is measured, where it is
 	// not trusted, and once it was dropped); "wall" without Monotonic.
 	Counter string
+	// WindowSyncWaits counts the calls that found the durable high-water
+	// reached and synced it themselves, the background step (Run) having
+	// fallen behind: each waited for an fsync.
+	WindowSyncWaits uint64
 }
 
 // Status reports the generator's clocks.
@@ -955,6 +979,8 @@ func (g *Generator) Status() Status {
 		LeaseEndMS:    g.leaseEnd.Load(),
 		ClockBehindMS: behind * u,
 		Counter:       g.counter(),
+
+		WindowSyncWaits: g.syncWaits.Load(),
 	}
 }
 

@@ -200,6 +200,7 @@ func (s *Server) infoSnowflake() []string {
 		kv("last_id_time_ms", st.LastTimeMS),
 		kv("clock_borrow_ms", st.BorrowMS),
 		kv("clock_counter", st.Counter),
+		kv("window_sync_waits", st.WindowSyncWaits),
 	}
 }
 

@@ -53,6 +53,7 @@ func (s span) left() int64 { return s.last - s.next + 1 }
 
 // segmentBuffer is one tag's double buffer. All fields under its mutex.
 type segmentBuffer struct {
+	users     atomic.Int32 // callers between buffer and release
 	mu        sync.Mutex
 	cur       span
 	spare     span
@@ -78,6 +79,9 @@ func NewSegments(src SegmentSource, minStep int64, now Clock) *Segments {
 func (s *Segments) buffer(tag string) *segmentBuffer {
 	s.mu.RLock()
 	b := s.tags[tag]
+	if b != nil {
+		b.users.Add(1)
+	}
 	s.mu.RUnlock()
 	if b != nil {
 		return b
@@ -88,7 +92,31 @@ func (s *Segments) buffer(tag string) *segmentBuffer {
 		b = &segmentBuffer{step: s.minStep, cur: span{1, 0}, spare: span{1, 0}}
 		s.tags[tag] = b
 	}
+	b.users.Add(1)
 	return b
+}
+
+// release ends a caller's hold on tag's buffer b, taken by buffer. With
+// tryDrop it also removes b when no one holds it and it never held a value
+// nor has an allocation in flight, so that a tag only tried (an allocation
+// refused while the quorum is lost, a SET's fence on a tag this node never
+// issued from) leaves nothing behind. The caller holds no lock.
+func (s *Segments) release(tag string, b *segmentBuffer, tryDrop bool) {
+	b.users.Add(-1)
+	if !tryDrop {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b.users.Load() != 0 || s.tags[tag] != b {
+		return
+	}
+	b.mu.Lock()
+	unused := b.high == 0 && b.issued == 0 && b.refilling == nil
+	b.mu.Unlock()
+	if unused {
+		delete(s.tags, tag)
+	}
 }
 
 // Next returns n contiguous values of tag. Values one node returns for one
@@ -96,6 +124,7 @@ func (s *Segments) buffer(tag string) *segmentBuffer {
 // (5s), whatever ctx allows.
 func (s *Segments) Next(ctx context.Context, tag string, n int64) (first, last int64, err error) {
 	b := s.buffer(tag)
+	defer func() { s.release(tag, b, err != nil) }()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if stop := s.stopped.Load(); stop != nil {
@@ -151,10 +180,13 @@ func (s *Segments) NextRun(ctx context.Context, tag string, n int64) (first, las
 	b := s.buffer(tag)
 	b.mu.Lock()
 	if left := b.cur.left(); left > 0 && s.stopped.Load() == nil {
-		defer b.mu.Unlock()
-		return s.take(tag, b, min(n, left))
+		first, last, err = s.take(tag, b, min(n, left))
+		b.mu.Unlock()
+		s.release(tag, b, err != nil)
+		return first, last, err
 	}
 	b.mu.Unlock()
+	s.release(tag, b, false)
 	return s.Next(ctx, tag, 1)
 }
 
@@ -301,11 +333,13 @@ func (s *Segments) Stop(err error) {
 func (s *Segments) Fence(tag string) (issued int64) {
 	b := s.buffer(tag)
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	b.cur, b.spare = span{1, 0}, span{1, 0}
 	b.gen++
 	b.high = b.issued
-	return b.issued
+	issued = b.issued
+	b.mu.Unlock()
+	s.release(tag, b, issued == 0)
+	return issued
 }
 
 // Issued returns the largest value of tag handed to a caller (0 if none),

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -488,5 +489,64 @@ func TestSegmentsNextRunTakesWhatTheSegmentHolds(t *testing.T) {
 	s.Stop(ErrNoLeader)
 	if _, _, err := s.NextRun(ctx, "orders", 5); !errors.Is(err, ErrNoLeader) {
 		t.Fatalf("after Stop: %v", err)
+	}
+}
+
+// TestSegmentsTriedTagsLeaveNothing: a tag whose allocation is refused
+// (the quorum lost), or that a SET fenced on a node that never issued from
+// it, leaves no buffer behind, however many such tags come; a tag that did
+// get values keeps its buffer; concurrent callers on one tag share one.
+func TestSegmentsTriedTagsLeaveNothing(t *testing.T) {
+	src := &counterSource{down: true}
+	s := NewSegments(src, 10, time.Now)
+	s.wait = 10 * time.Millisecond
+	ctx := context.Background()
+	for i := range 1000 {
+		tag := fmt.Sprintf("t%d", i)
+		if _, _, err := s.NextRun(ctx, tag, 1); !errors.Is(err, ErrNoLeader) {
+			t.Fatalf("INCR %s with the source down: %v", tag, err)
+		}
+		if _, _, err := s.Next(ctx, tag, 50); !errors.Is(err, ErrNoLeader) { // larger than a step: direct
+			t.Fatalf("NEXTSEG %s 50 with the source down: %v", tag, err)
+		}
+		s.Fence("f" + tag)
+	}
+	if n := len(s.Status()); n != 0 {
+		t.Fatalf("%d buffers left by tags that never got a value", n)
+	}
+	src.mu.Lock()
+	src.down = false
+	src.mu.Unlock()
+	var wg sync.WaitGroup
+	seen := make(chan int64, 800)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 100 {
+				v, _, err := s.NextRun(ctx, "orders", 1)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				seen <- v
+			}
+		}()
+	}
+	wg.Wait()
+	close(seen)
+	got := map[int64]bool{}
+	for v := range seen {
+		if got[v] {
+			t.Fatalf("%d issued twice", v)
+		}
+		got[v] = true
+	}
+	if st := s.Status(); len(st) != 1 || st[0].Tag != "orders" {
+		t.Fatalf("buffers after issuing from one tag: %+v", st)
+	}
+	s.Fence("orders")
+	if len(s.Status()) != 1 {
+		t.Fatal("a fence dropped the buffer of a tag that issued values")
 	}
 }

@@ -127,6 +127,7 @@ var (
 	descBorrow    = prometheus.NewDesc("idserver_clock_borrow_ms", "How far issued IDs run ahead of the wall clock.", nil, nil)
 	descHeadroom  = prometheus.NewDesc("idserver_window_headroom_ms", "Durable high-water minus the wall clock.", nil, nil)
 	descLease     = prometheus.NewDesc("idserver_worker_lease_remaining_ms", "Committed worker lease end minus the wall clock; IDs stop at 0.", nil, nil)
+	descSyncWaits = prometheus.NewDesc("idserver_window_sync_waits_total", "Requests that reached the durable high-water and stored the next one themselves, the background step having fallen behind (INFO snowflake window_sync_waits).", nil, nil)
 	descTimeLeft  = prometheus.NewDesc("idserver_layout_time_left_seconds", "Seconds until the layout's time bits run out (INFO snowflake time_bits_end); a node refuses to start with less than a year.", nil, nil)
 	descLeader    = prometheus.NewDesc("idserver_raft_leader", "1 if this node leads.", nil, nil)
 	descTerm      = prometheus.NewDesc("idserver_raft_term", "Raft term.", nil, nil)
@@ -145,7 +146,7 @@ var (
 // Describe implements prometheus.Collector.
 func (m *metricsServer) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descCommands, descCmdErrors, descLatency, descErrors, descIDs, descValues,
-		descClients, descConns, descRejected, descSlow, descBorrow, descHeadroom, descLease, descTimeLeft, descLeader, descTerm, descApplied, descApplies,
+		descClients, descConns, descRejected, descSlow, descBorrow, descHeadroom, descLease, descSyncWaits, descTimeLeft, descLeader, descTerm, descApplied, descApplies,
 		descTags, descBufTags, descBuffered, descVoters, descMembers, descFree, descAuthFail, descTLSExpiry} {
 		ch <- d
 	}
@@ -201,6 +202,7 @@ func (m *metricsServer) Collect(ch chan<- prometheus.Metric) {
 	gauge(descBorrow, float64(st.BorrowMS))
 	gauge(descHeadroom, float64(st.WindowAheadMS))
 	gauge(descLease, float64(st.LeaseEndMS-(st.HighWaterMS-st.WindowAheadMS)))
+	counter(descSyncWaits, float64(st.WindowSyncWaits))
 	gauge(descTimeLeft, src.gen.Layout().TimeLeft(time.Now()).Seconds())
 	cs := src.cl.Status()
 	leader := 0.0

@@ -117,6 +117,9 @@ func TestMetricsMoveUnderLoadAndInfoParses(t *testing.T) {
 			t.Errorf("%s = %v, want at least %v", c.sample, v, c.min)
 		}
 	}
+	if !regexp.MustCompile(`(?m)^idserver_window_sync_waits_total \d+$`).MatchString(after) {
+		t.Error("no idserver_window_sync_waits_total sample")
+	}
 	if metricValue(t, after, `idserver_ids_issued_total{command="nextid"}`) <= metricValue(t, before, `idserver_ids_issued_total{command="nextid"}`) {
 		t.Error("idserver_ids_issued_total did not move")
 	}

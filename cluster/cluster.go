@@ -96,9 +96,9 @@ type Config struct {
 	// voters over zones.
 	Zone string
 
-	// Raft timing; zero means the defaults below.
-	HeartbeatTimeout  time.Duration
-	ElectionTimeout   time.Duration
+	// TimeoutScale scales every timeout of the cluster, Raft's included
+	// (--raft-timeout-scale; TimingFor); 1 when zero.
+	TimeoutScale      float64
 	SnapshotThreshold uint64
 	SnapshotInterval  time.Duration
 }
@@ -154,15 +154,9 @@ func Open(cfg Config) (*Cluster, error) {
 	if cfg.Voters <= 0 {
 		cfg.Voters = DefaultVoters
 	}
-	rc := raft.DefaultConfig()
-	if cfg.HeartbeatTimeout > 0 {
-		rc.HeartbeatTimeout = cfg.HeartbeatTimeout
-		rc.LeaderLeaseTimeout = cfg.HeartbeatTimeout / 2
-	}
-	if cfg.ElectionTimeout > 0 {
-		rc.ElectionTimeout = cfg.ElectionTimeout
-	}
-	c := &Cluster{cfg: cfg, log: cfg.Logger, timing: timingFor(rc.HeartbeatTimeout, rc.ElectionTimeout),
+	timing := TimingFor(cfg.TimeoutScale)
+	rc := raftConfig(timing)
+	c := &Cluster{cfg: cfg, log: cfg.Logger, timing: timing,
 		allocs: make(chan *allocReq, 4096), stop: make(chan struct{}), pool: map[string][]net.Conn{},
 		boot: newBoot(), holds: map[string]chan struct{}{}, confirmedGone: map[string]bool{}}
 	id, err := cfg.Store.ClusterID()

@@ -69,6 +69,10 @@ type Config struct {
 	// Validate reads from it (nil when not given).
 	PublicKey      string
 	PublicKeyBytes []byte
+
+	// RaftTimeoutScale scales every Raft timing and the timeouts derived
+	// from them (cluster.TimingFor).
+	RaftTimeoutScale float64
 }
 
 // parseConfig reads flags, then IDSERVER_<NAME> from the environment for
@@ -119,6 +123,7 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 	fs.DurationVar(&c.DeadAfter, "dead-member-after", cluster.DefaultDeadMemberAfter,
 		"a member the leader has not heard from for this long is removed, as CLUSTER FORGET does (0: never)")
 	fs.StringVar(&c.Zone, "zone", "", "failure domain of this node (a rack, zone or region): voters are spread over zones")
+	fs.Float64Var(&c.RaftTimeoutScale, "raft-timeout-scale", 1, fmt.Sprintf("multiplies every Raft timing (heartbeat and election %v, leader lease, commit) and the apply, forward and request timeouts derived from them; 1 to %d, the same on every node (raise it on a loaded machine: see docs/operations.md)", cluster.BaseElection, cluster.MaxTimeoutScale))
 	fs.BoolVar(&c.ShowVersion, "version", false, "print the version and exit")
 	fs.BoolVar(&c.EnableDebug, "enable-debug-command", false, "answer DEBUG CLOCK, which steps the clock IDs are issued on (fault tests only)")
 	fs.StringVar(&c.PublicKey, "public-key", "", "public-ID key, 64 hex digits (AES-256), the same on every node; default: one the cluster makes at bootstrap and replicates")
@@ -224,6 +229,8 @@ func (c *Config) Validate() error {
 		// Below a few autopilot rounds a healthy member that is busy, or
 		// still joining, counts as dead and is removed.
 		return fmt.Errorf("--dead-member-after %v: 0 (never remove a member) or at least %v", c.DeadAfter, minDeadAfter)
+	case !(c.RaftTimeoutScale >= 1 && c.RaftTimeoutScale <= cluster.MaxTimeoutScale):
+		return fmt.Errorf("--raft-timeout-scale %v must be between 1 and %d", c.RaftTimeoutScale, cluster.MaxTimeoutScale)
 	case len(c.Zone) > 64 || strings.ContainsAny(c.Zone, ",= \t\r\n"):
 		return fmt.Errorf("--zone %q: at most 64 characters, no spaces, commas or '='", c.Zone)
 	}
@@ -262,6 +269,10 @@ func (c *Config) warnings() []string {
 		}
 		out = append(out, fmt.Sprintf("--voters %d is even: autopilot keeps at most %s (an even count tolerates no more failures than one fewer)",
 			c.Voters, voters))
+	}
+	if election := cluster.TimingFor(c.RaftTimeoutScale).Election; c.WorkerLease < 4*election {
+		out = append(out, fmt.Sprintf("--worker-lease %v is shorter than four election timeouts (%v at --raft-timeout-scale %v): "+
+			"a node may stop issuing IDs while its cluster elects a leader", c.WorkerLease, election, c.RaftTimeoutScale))
 	}
 	return out
 }

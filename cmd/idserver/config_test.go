@@ -46,6 +46,9 @@ func TestValidate(t *testing.T) {
 		{"client output limit too small", []string{"--client-output-limit", "100"}, "--client-output-limit 100 must be between"},
 		{"client output timeout too short", []string{"--client-output-timeout", "1ms"}, "--client-output-timeout 1ms is too short"},
 		{"client output limit and timeout", []string{"--client-output-limit", "65536", "--client-output-timeout", "2s"}, ""},
+		{"raft timeout scale", []string{"--raft-timeout-scale", "4"}, ""},
+		{"raft timeout scale below 1", []string{"--raft-timeout-scale", "0.5"}, "--raft-timeout-scale 0.5 must be between 1 and 20"},
+		{"raft timeout scale not a number", []string{"--raft-timeout-scale", "NaN"}, "--raft-timeout-scale NaN must be between"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

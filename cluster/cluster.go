@@ -115,6 +115,7 @@ type Cluster struct {
 	mux     *mux
 	trans   *raft.NetworkTransport
 	logs    *raftboltdb.BoltStore
+	disk    *diskWatch             // this node's sync and commit latency (slowdisk.go)
 	cluster atomic.Pointer[string] // this node's cluster ID, "" before bootstrap or admission
 
 	allocs  chan *allocReq
@@ -158,7 +159,9 @@ func Open(cfg Config) (*Cluster, error) {
 	rc := raftConfig(timing)
 	c := &Cluster{cfg: cfg, log: cfg.Logger, timing: timing,
 		allocs: make(chan *allocReq, 4096), stop: make(chan struct{}), pool: map[string][]net.Conn{},
-		boot: newBoot(), holds: map[string]chan struct{}{}, confirmedGone: map[string]bool{}}
+		boot: newBoot(), holds: map[string]chan struct{}{}, confirmedGone: map[string]bool{},
+		disk: newDiskWatch(timing.SlowSync, time.Now)}
+	cfg.Store.TimeSyncs(func() func() { return c.disk.begin("a synced write of Pebble") })
 	id, err := cfg.Store.ClusterID()
 	if err != nil {
 		return nil, err
@@ -271,7 +274,8 @@ func Open(cfg Config) (*Cluster, error) {
 			return fail(fmt.Errorf("recover: %w", err))
 		}
 	}
-	c.raft, err = raft.NewRaft(rc, f, logs, logs, snaps, c.trans)
+	timed := timedLogs{BoltStore: logs, disk: c.disk}
+	c.raft, err = raft.NewRaft(rc, f, timed, timed, snaps, c.trans)
 	if err != nil {
 		return fail(err)
 	}
@@ -293,9 +297,10 @@ func Open(cfg Config) (*Cluster, error) {
 		c.log.Info("bootstrapped a new cluster", "cluster_id", id)
 	}
 	c.standAtOnce()
-	c.stopped.Add(2)
+	c.stopped.Add(3)
 	go c.runGroupCommit()
 	go c.watchRole()
+	go c.watchDisk()
 	return c, nil
 }
 

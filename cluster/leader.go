@@ -114,8 +114,11 @@ func (c *Cluster) apply(entry []byte) (any, error) {
 // applyIndex is apply that also returns the entry's index. Losing or not
 // having the leadership is ErrNoLeader.
 func (c *Cluster) applyIndex(entry []byte) (any, uint64, error) {
+	start := time.Now()
 	f := c.raft.Apply(entry, c.timing.Apply)
-	if err := c.await(f); err != nil {
+	err := c.await(f)
+	c.disk.committed(time.Since(start))
+	if err != nil {
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
 			errors.Is(err, raft.ErrEnqueueTimeout) || errors.Is(err, raft.ErrRaftShutdown) {
 			return nil, 0, fmt.Errorf("%w: %v", ErrNoLeader, err)

@@ -111,13 +111,18 @@ var (
 	descVoters    = prometheus.NewDesc("idserver_raft_voters", "Voters in this node's latest Raft configuration.", nil, nil)
 	descMembers   = prometheus.NewDesc("idserver_members", "Members by health, as the leader's autopilot sees them (unknown: no view yet).", []string{"health"}, nil)
 	descFree      = prometheus.NewDesc("idserver_worker_ids_free", "Worker IDs no member holds.", nil, nil)
+
+	descDiskSync = prometheus.NewDesc("idserver_disk_sync_seconds", "Longest disk sync (Raft log, Pebble) of the last 10 to 20 seconds, one still running included.", nil, nil)
+	descCommit   = prometheus.NewDesc("idserver_raft_commit_seconds", "Longest commit of an entry this node proposed as leader, over the last 10 to 20 seconds.", nil, nil)
+	descSlowDisk = prometheus.NewDesc("idserver_slow_disk_total", "Disk syncs slower than the slow-sync threshold (twice the election timeout).", nil, nil)
+	descHandoffs = prometheus.NewDesc("idserver_slow_disk_handoffs_total", "Leaderships this node handed to another voter because its disk was slow.", nil, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (m *metricsServer) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descCommands, descCmdErrors, descLatency, descErrors, descIDs, descValues,
 		descClients, descConns, descRejected, descSlow, descBorrow, descHeadroom, descLease, descTimeLeft, descLeader, descTerm, descApplied, descApplies,
-		descBuffered, descStep, descVoters, descMembers, descFree} {
+		descBuffered, descStep, descVoters, descMembers, descFree, descDiskSync, descCommit, descSlowDisk, descHandoffs} {
 		ch <- d
 	}
 }
@@ -183,6 +188,10 @@ func (m *metricsServer) Collect(ch chan<- prometheus.Metric) {
 		gauge(descMembers, float64(n), h)
 	}
 	gauge(descFree, float64(src.cl.FreeWorkers()))
+	gauge(descDiskSync, cs.Disk.SyncSeconds)
+	gauge(descCommit, cs.Disk.CommitSeconds)
+	counter(descSlowDisk, float64(cs.Disk.SlowSyncs))
+	counter(descHandoffs, float64(cs.Disk.Handoffs))
 	for _, s := range src.segs.Status() {
 		gauge(descBuffered, float64(s.Left+s.SpareLeft), s.Tag)
 		gauge(descStep, float64(s.Step), s.Tag)

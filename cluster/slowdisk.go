@@ -241,12 +241,18 @@ func (c *Cluster) handOff() {
 	}
 	c.log.Warn("slow disk: handing the leadership to a healthy voter", "to", to.Node, "threshold", c.timing.SlowSync.String())
 	c.disk.handedOff()
-	// Raft's transfer gives up after an election timeout, counted from
-	// when this leader's loop, itself waiting on the disk, takes it up; the
-	// vote it asks for may still come in after that.
-	err := c.raft.LeadershipTransferToServer(raft.ServerID(to.Node), voters[to.Node]).Error()
-	if err != nil && c.IsLeader() {
-		c.log.Warn("slow disk: the leadership transfer failed; this node still leads", "to", to.Node, "err", err)
+	// raft.LeadershipTransfer waits for this leader's loop, which waits on
+	// the slow disk (each log write, and each batch the state machine,
+	// itself syncing, has not taken yet): seconds to tens of seconds. The
+	// TimeoutNow request it would end with is sent at once instead: the
+	// voter stands for election now, as a transfer's target, and the
+	// others vote for it if its log is as complete as theirs; otherwise it
+	// keeps standing, and this leader steps down on seeing its higher term.
+	// An election is safe whenever it happens.
+	header := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(c.cfg.NodeID),
+		Addr: c.trans.EncodePeer(raft.ServerID(c.cfg.NodeID), c.trans.LocalAddr())}
+	if err := c.trans.TimeoutNow(raft.ServerID(to.Node), voters[to.Node], &raft.TimeoutNowRequest{RPCHeader: header}, &raft.TimeoutNowResponse{}); err != nil {
+		c.log.Warn("slow disk: the healthy voter did not take the handoff", "to", to.Node, "err", err)
 	}
 }
 

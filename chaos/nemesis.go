@@ -42,11 +42,11 @@ const (
 
 // AllFaults lists every fault kind, in the order tables print them.
 var AllFaults = []string{FKill, FPause, FIsolate, FOneWay, FClockBack, FClockForward, FClockStrobe, FForgetLive, FReplace, FWipeSameID,
-	FWrongLayout, FDiskFull, FPowerCut, FPowerCutAll, FScaleUp, FScaleDown, FRemoveCutLive}
+	FWrongLayout, FDiskFull, FPowerCut, FPowerCutAll, FScaleUp, FScaleDown, FRemoveCutLive, FSlowDisk}
 
 var partitionFaults = []string{FIsolate, FOneWay, FRemoveCutLive}
 var clockFaults = []string{FClockBack, FClockForward, FClockStrobe}
-var powerFaults = []string{FPowerCut, FPowerCutAll}
+var powerFaults = []string{FPowerCut, FPowerCutAll, FSlowDisk} // the faults that need lazyfs disks
 
 // scaleFaults change how many nodes the cluster has (FRemoveCutLive needs
 // a fourth: a cluster of three is never shrunk by its autopilot).
@@ -105,7 +105,7 @@ func (f Fault) String() string {
 // weights make membership faults rarer than the cheap ones.
 var weights = map[string]int{FKill: 6, FPause: 5, FIsolate: 5, FOneWay: 4, FClockBack: 5, FClockForward: 2, FClockStrobe: 2,
 	FForgetLive: 2, FReplace: 3, FWipeSameID: 1, FWrongLayout: 1, FDiskFull: 2,
-	FPowerCut: 4, FPowerCutAll: 2, FScaleUp: 2, FScaleDown: 2, FRemoveCutLive: 2}
+	FPowerCut: 4, FPowerCutAll: 2, FScaleUp: 2, FScaleDown: 2, FRemoveCutLive: 2, FSlowDisk: 2}
 
 // Schedule draws the faults of a campaign of the given length from seed;
 // nodes is the most the cluster may have.
@@ -153,6 +153,9 @@ func Schedule(seed uint64, d time.Duration, kinds []string, nodes int) []Fault {
 		case FRemoveCutLive:
 			// Cut off until removed, a few seconds more, then replaced.
 			f.Hold = defaultDeadMemberAfter + 8*time.Second
+		case FSlowDisk:
+			f.Hold = time.Duration(3000+rng.IntN(7000)) * time.Millisecond
+			f.Amount = time.Duration(500+rng.IntN(2500)) * time.Millisecond
 		}
 		t += f.Gap + f.Hold
 		if t > d {
@@ -397,6 +400,8 @@ func (nm *nemesis) inject(ctx context.Context, f Fault) {
 		}
 	case FRemoveCutLive:
 		nm.removeCutLive(ctx, n, ev)
+	case FSlowDisk:
+		nm.slowDisk(ctx, n, f, ev)
 	}
 }
 

@@ -4,6 +4,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 )
 
@@ -19,8 +20,20 @@ type allocDone struct {
 }
 
 // Allocate reserves n contiguous values of tag, cluster-wide. On the leader
-// it joins the next group commit; elsewhere it is sent to the leader.
+// it joins the next group commit; elsewhere it is sent to the leader. When
+// the leader it asked no longer leads (a handoff, an election), it asks
+// again once, if another leader is elected within two election timeouts:
+// a retry of an allocation that did commit leaves a gap, never a repeat.
 func (c *Cluster) Allocate(ctx context.Context, tag string, n int64) (int64, int64, error) {
+	_, before := c.raft.LeaderWithID()
+	first, last, err := c.allocate(ctx, tag, n)
+	if errors.Is(err, ErrNoLeader) && c.nextLeader(ctx, before, 2*c.timing.Election) {
+		first, last, err = c.allocate(ctx, tag, n)
+	}
+	return first, last, err
+}
+
+func (c *Cluster) allocate(ctx context.Context, tag string, n int64) (int64, int64, error) {
 	items := []allocItem{{Tag: tag, N: n, Node: c.cfg.NodeID, Boot: c.boot}}
 	var results []allocResult
 	if c.IsLeader() {

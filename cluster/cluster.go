@@ -98,9 +98,9 @@ type Config struct {
 	// INFO lists them.
 	Version, Commit string
 
-	// Raft timing; zero means the defaults below.
-	HeartbeatTimeout  time.Duration
-	ElectionTimeout   time.Duration
+	// TimeoutScale scales every timeout of the cluster, Raft's included
+	// (--raft-timeout-scale; TimingFor); 1 when zero.
+	TimeoutScale      float64
 	SnapshotThreshold uint64
 	SnapshotInterval  time.Duration
 }
@@ -117,6 +117,7 @@ type Cluster struct {
 	mux     *mux
 	trans   *raft.NetworkTransport
 	logs    *raftboltdb.BoltStore
+	disk    *diskWatch             // this node's sync and commit latency (slowdisk.go)
 	cluster atomic.Pointer[string] // this node's cluster ID, "" before bootstrap or admission
 
 	allocs  chan *allocReq
@@ -157,17 +158,13 @@ func Open(cfg Config) (*Cluster, error) {
 	if cfg.Voters <= 0 {
 		cfg.Voters = DefaultVoters
 	}
-	rc := raft.DefaultConfig()
-	if cfg.HeartbeatTimeout > 0 {
-		rc.HeartbeatTimeout = cfg.HeartbeatTimeout
-		rc.LeaderLeaseTimeout = cfg.HeartbeatTimeout / 2
-	}
-	if cfg.ElectionTimeout > 0 {
-		rc.ElectionTimeout = cfg.ElectionTimeout
-	}
-	c := &Cluster{cfg: cfg, log: cfg.Logger, timing: timingFor(rc.HeartbeatTimeout, rc.ElectionTimeout),
+	timing := TimingFor(cfg.TimeoutScale)
+	rc := raftConfig(timing)
+	c := &Cluster{cfg: cfg, log: cfg.Logger, timing: timing,
 		allocs: make(chan *allocReq, 4096), stop: make(chan struct{}), pool: map[string][]net.Conn{},
-		boot: newBoot(), holds: map[string]chan struct{}{}, confirmedGone: map[string]bool{}}
+		boot: newBoot(), holds: map[string]chan struct{}{}, confirmedGone: map[string]bool{},
+		disk: newDiskWatch(timing.SlowSync, time.Now)}
+	cfg.Store.TimeSyncs(func() func() { return c.disk.begin("a synced write of Pebble") })
 	id, err := cfg.Store.ClusterID()
 	if err != nil {
 		return nil, err
@@ -280,7 +277,8 @@ func Open(cfg Config) (*Cluster, error) {
 			return fail(fmt.Errorf("recover: %w", err))
 		}
 	}
-	c.raft, err = raft.NewRaft(rc, f, logs, logs, snaps, c.trans)
+	timed := timedLogs{BoltStore: logs, disk: c.disk}
+	c.raft, err = raft.NewRaft(rc, f, timed, timed, snaps, c.trans)
 	if err != nil {
 		return fail(err)
 	}
@@ -302,9 +300,10 @@ func Open(cfg Config) (*Cluster, error) {
 		c.log.Info("bootstrapped a new cluster", "cluster_id", id)
 	}
 	c.standAtOnce()
-	c.stopped.Add(2)
+	c.stopped.Add(3)
 	go c.runGroupCommit()
 	go c.watchRole()
+	go c.watchDisk()
 	return c, nil
 }
 

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"errors"
-	"time"
 
 	"idserver/engine"
 )
@@ -30,27 +29,3 @@ var (
 	// it knows the cluster secret.
 	ErrAuth = errors.New("wrong cluster secret")
 )
-
-// Timing is the one place the cluster's timeouts come from: each is derived
-// from Raft's election timeout, and each budget contains the ones it waits
-// on (an apply inside a forwarded call inside a client request).
-type Timing struct {
-	Heartbeat time.Duration
-	Election  time.Duration
-	Apply     time.Duration // one raft.Apply, AddVoter or RemoveServer
-	Confirm   time.Duration // members confirming they applied a SET
-	Call      time.Duration // one node-to-node request, answered after an Apply and a Confirm
-	Request   time.Duration // a client request that waits on the cluster
-	Autopilot time.Duration // autopilot's update and reconcile interval; a stats request gets half
-}
-
-// timingFor derives the budget from the Raft timings.
-func timingFor(heartbeat, election time.Duration) Timing {
-	t := Timing{Heartbeat: heartbeat, Election: election}
-	t.Apply = max(10*election, 2*time.Second)
-	t.Confirm = max(4*election, 2*time.Second)
-	t.Call = t.Apply + t.Confirm + time.Second
-	t.Request = t.Call + time.Second
-	t.Autopilot = max(2*election, time.Second)
-	return t
-}

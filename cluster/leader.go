@@ -115,9 +115,12 @@ func (c *Cluster) apply(entry []byte) (any, error) {
 // applyIndex is apply that also returns the entry's index. Losing or not
 // having the leadership is ErrNoLeader.
 func (c *Cluster) applyIndex(entry []byte) (any, uint64, error) {
+	start := time.Now()
 	f := c.raft.Apply(entry, c.timing.Apply)
-	if err := c.await(f); err != nil {
-		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
+	err := c.await(f)
+	c.disk.committed(time.Since(start))
+	if err != nil {
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrLeadershipTransferInProgress) ||
 			errors.Is(err, raft.ErrEnqueueTimeout) || errors.Is(err, raft.ErrRaftShutdown) {
 			return nil, 0, fmt.Errorf("%w: %v", ErrNoLeader, err)
 		}
@@ -125,6 +128,25 @@ func (c *Cluster) applyIndex(entry []byte) (any, uint64, error) {
 	}
 	c.applies.Add(1)
 	return f.Response(), f.Index(), nil
+}
+
+// nextLeader waits, at most within, for a leader other than the one this
+// node knew as before ("" for none), and reports whether one is known.
+func (c *Cluster) nextLeader(ctx context.Context, before raft.ServerID, within time.Duration) bool {
+	deadline := time.Now().Add(within)
+	for {
+		if _, id := c.raft.LeaderWithID(); id != "" && id != before {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // TransferLeadership hands leadership to another voter.

@@ -16,8 +16,9 @@ import (
 // out values of a tag. Its GET of that tag must not answer below them: it
 // cannot confirm it leads, so it answers ErrNoLeader (TRYAGAIN).
 func TestDeposedLeaderAnswersNoStaleGET(t *testing.T) {
+	// Heartbeat and election timeouts of hb: the default 500 ms scaled.
 	timings := func(hb time.Duration) func(*idnode.Config) {
-		return func(c *idnode.Config) { c.HeartbeatTimeout, c.ElectionTimeout = hb, hb }
+		return func(c *idnode.Config) { c.RaftTimeoutScale = float64(hb) / float64(cluster.TimingFor(1).Heartbeat) }
 	}
 	// n2 leads first: autopilot promotes the joiners on its (short) timing.
 	n2, err := openNode(t, "n2", t.TempDir(), nil, timings(5*time.Second))

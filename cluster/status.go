@@ -49,6 +49,7 @@ type Status struct {
 	CommitIndex     string
 	RaftAddr        string
 	AppliesProposed int64
+	Disk            DiskStatus // sync and commit latency, slow syncs, leaderships handed off for them
 }
 
 // Status reports this node's view of the cluster.
@@ -106,7 +107,7 @@ func (c *Cluster) Status() Status {
 		NodeID: c.cfg.NodeID, ClusterID: c.ClusterID(), Worker: worker, LeaseEndMS: c.fsm.lease(c.cfg.NodeID), Retired: c.Retired(),
 		Role: st["state"], LeaderID: string(leaderID), Leader: leader, Term: st["term"],
 		Members: members, Suffrage: c.suffrage(), Voters: voters, MaxVoters: c.cfg.Voters, Zone: c.cfg.Zone, FreeWorkers: c.fsm.freeWorkers(), AppliedIndex: c.fsm.applied(), CommitIndex: st["commit_index"],
-		RaftAddr: c.RaftAddr(), AppliesProposed: c.applies.Load(),
+		RaftAddr: c.RaftAddr(), AppliesProposed: c.applies.Load(), Disk: c.disk.status(),
 	}
 }
 

@@ -71,8 +71,9 @@ type Config struct {
 	Debug resp.DebugClock
 	// Network carries the Raft port (tests that cut it); nil means TCP/TLS.
 	Network cluster.Network
-	// Raft timings; zero means 500ms each.
-	HeartbeatTimeout, ElectionTimeout time.Duration
+	// RaftTimeoutScale scales every Raft timing and the timeouts derived
+	// from them (cluster.TimingFor); 1 when zero.
+	RaftTimeoutScale float64
 	// SnapshotThreshold and SnapshotInterval are Raft's (tests set them
 	// low); zero means Raft's default.
 	SnapshotThreshold uint64
@@ -314,12 +315,6 @@ func Open(cfg Config) (_ *Node, err error) {
 	if cfg.WorkerLease <= 0 {
 		cfg.WorkerLease = 10 * time.Second
 	}
-	if cfg.HeartbeatTimeout <= 0 {
-		cfg.HeartbeatTimeout = 500 * time.Millisecond
-	}
-	if cfg.ElectionTimeout <= 0 {
-		cfg.ElectionTimeout = 500 * time.Millisecond
-	}
 	n := &Node{cfg: cfg, log: cfg.Logger, served: make(chan error, 1), ids: &idSource{layout: cfg.Layout}}
 	var closers []func()
 	defer func() {
@@ -399,7 +394,7 @@ func Open(cfg Config) (_ *Node, err error) {
 		NodeID: n.ID, Dir: cfg.Dir, RaftBind: raftBind, RaftAdvertise: cfg.RaftAdvertise, RESPAddr: n.Addr,
 		Secret: secret, Layout: cfg.Layout, Store: n.Store, Logger: cfg.Logger, Join: join,
 		Now: cfg.Now, WorkerLease: cfg.WorkerLease, Recover: cfg.Recover, RecoverSkip: cfg.RecoverSkip, Network: cfg.Network, TLSServer: raftTLS, TLSClient: cfg.TLSClient,
-		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval,
+		TimeoutScale: cfg.RaftTimeoutScale, SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval,
 		Voters: cfg.Voters, DeadMemberAfter: cfg.DeadMemberAfter, Zone: cfg.Zone, Version: cfg.Version, Commit: cfg.Commit,
 		OnConflict: n.conflict, PublicKey: cfg.PublicKey,
 		OnForgotten: func() {

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -49,6 +50,23 @@ type Store struct {
 	lock    *os.File
 	db      *pebble.DB
 	reserve uint64 // free bytes below which writes are refused (Room)
+	syncs   atomic.Pointer[SyncTimer]
+}
+
+// SyncTimer is told of every synced write (SetSync, CommitSync): it is
+// called as the write starts, and the function it returns once the write
+// is durable or failed.
+type SyncTimer func() (done func())
+
+// TimeSyncs has every later synced write timed by t.
+func (s *Store) TimeSyncs(t SyncTimer) { s.syncs.Store(&t) }
+
+// timeSync starts timing one synced write and returns what ends it.
+func (s *Store) timeSync() (done func()) {
+	if t := s.syncs.Load(); t != nil {
+		return (*t)()
+	}
+	return func() {}
 }
 
 // maxReserve is the most free space a store keeps back: a tenth of its
@@ -156,6 +174,7 @@ func (s *Store) SetSync(key string, value []byte) error {
 	if err := s.Room(); err != nil {
 		return err
 	}
+	defer s.timeSync()()
 	return s.db.Set([]byte(key), value, pebble.Sync)
 }
 
@@ -296,6 +315,7 @@ func (b *Batch) CommitSync() error {
 	if err := b.s.Room(); err != nil {
 		return err
 	}
+	defer b.s.timeSync()()
 	return b.b.Commit(pebble.Sync)
 }
 

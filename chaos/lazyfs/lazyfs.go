@@ -24,6 +24,7 @@ import (
 	"os/exec"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -95,6 +96,8 @@ type FS struct {
 	cuts     int
 	server   *fuse.Server
 	unmounts sync.Once
+
+	syncDelay atomic.Int64 // nanoseconds every fsync and fdatasync waits first (SetSyncDelay)
 }
 
 // Mount serves a new, empty lazyfs on dir (which must exist).
@@ -540,9 +543,23 @@ func (n *node) Write(ctx context.Context, _ fs.FileHandle, data []byte, off int6
 	return uint32(len(data)), 0
 }
 
+// SetSyncDelay makes every fsync and fdatasync, of a file or a directory,
+// wait d before it syncs, as a slow or failing disk does; 0 ends the delay.
+// Other operations are not delayed, and a sync that waits holds no lock.
+func (f *FS) SetSyncDelay(d time.Duration) { f.syncDelay.Store(int64(max(d, 0))) }
+
 // Fsync of a file (fsync, fdatasync) or of a directory (FUSE's FSYNCDIR
 // comes here too).
 func (n *node) Fsync(ctx context.Context, _ fs.FileHandle, flags uint32) syscall.Errno {
+	if d := time.Duration(n.fsys.syncDelay.Load()); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done(): // the caller was interrupted
+			t.Stop()
+			return syscall.EINTR
+		}
+	}
 	if errno := n.fsys.begin(); errno != 0 {
 		return errno
 	}

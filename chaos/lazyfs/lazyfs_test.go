@@ -9,6 +9,7 @@ import (
 	"slices"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // mount serves a lazyfs on a temporary directory for one test, or skips
@@ -339,4 +340,37 @@ func firstDiff(a, b []byte) int {
 		}
 	}
 	return min(len(a), len(b))
+}
+
+// TestSyncDelay checks that SetSyncDelay slows fsync and fdatasync, and
+// nothing else, until it is set back to 0.
+func TestSyncDelay(t *testing.T) {
+	f := mount(t, Ordered, 0)
+	const delay = 300 * time.Millisecond
+	file, err := os.Create(filepath.Join(f.Dir, "wal"))
+	must(t, err)
+	defer file.Close()
+	f.SetSyncDelay(delay)
+	start := time.Now()
+	_, err = file.Write([]byte("entry"))
+	must(t, err)
+	if took := time.Since(start); took >= delay {
+		t.Errorf("a write took %v with a sync delay of %v: only syncs wait", took, delay)
+	}
+	for _, sync := range []struct {
+		name string
+		call func() error
+	}{{"fsync", file.Sync}, {"fdatasync", func() error { return syscall.Fdatasync(int(file.Fd())) }}} {
+		start := time.Now()
+		must(t, sync.call())
+		if took := time.Since(start); took < delay {
+			t.Errorf("%s took %v with a sync delay of %v", sync.name, took, delay)
+		}
+	}
+	f.SetSyncDelay(0)
+	start = time.Now()
+	must(t, file.Sync())
+	if took := time.Since(start); took >= delay {
+		t.Errorf("fsync took %v after the delay was set back to 0", took)
+	}
 }

@@ -74,6 +74,10 @@ type Config struct {
 	// Validate reads from it (nil when not given).
 	PublicKey      string
 	PublicKeyBytes []byte
+
+	// RaftTimeoutScale scales every Raft timing and the timeouts derived
+	// from them (cluster.TimingFor).
+	RaftTimeoutScale float64
 }
 
 // parseConfig reads flags, then IDSERVER_<NAME> from the environment for
@@ -126,6 +130,7 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 	fs.Uint64Var(&c.SnapshotThreshold, "raft-snapshot-threshold", 0, "Raft log entries past the last snapshot that make the next one; half as many stay in the log after it (0: Raft's 8192, 10240 kept)")
 	fs.DurationVar(&c.SnapshotInterval, "raft-snapshot-interval", 0, "how often Raft checks --raft-snapshot-threshold, at a random time between it and twice it (0: Raft's 2m)")
 	fs.StringVar(&c.Zone, "zone", "", "failure domain of this node (a rack, zone or region): voters are spread over zones")
+	fs.Float64Var(&c.RaftTimeoutScale, "raft-timeout-scale", 1, fmt.Sprintf("multiplies every Raft timing (heartbeat and election %v, leader lease, commit) and the apply, forward and request timeouts derived from them; 1 to %d, the same on every node (raise it on a loaded machine: see docs/operations.md)", cluster.BaseElection, cluster.MaxTimeoutScale))
 	fs.BoolVar(&c.ShowVersion, "version", false, "print the version and exit")
 	fs.BoolVar(&c.EnableDebug, "enable-debug-command", false, "answer DEBUG CLOCK, which steps the clock IDs are issued on (fault tests only)")
 	fs.StringVar(&c.PublicKey, "public-key", "", "public-ID key, 64 hex digits (AES-256), the same on every node; default: one the cluster makes at bootstrap and replicates")
@@ -233,6 +238,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--dead-member-after %v: 0 (never remove a member) or at least %v", c.DeadAfter, minDeadAfter)
 	case c.SnapshotInterval < 0:
 		return fmt.Errorf("--raft-snapshot-interval %v: 0 (Raft's 2m) or more", c.SnapshotInterval)
+	case !(c.RaftTimeoutScale >= 1 && c.RaftTimeoutScale <= cluster.MaxTimeoutScale):
+		return fmt.Errorf("--raft-timeout-scale %v must be between 1 and %d", c.RaftTimeoutScale, cluster.MaxTimeoutScale)
 	case len(c.Zone) > 64 || strings.ContainsAny(c.Zone, ",= \t\r\n"):
 		return fmt.Errorf("--zone %q: at most 64 characters, no spaces, commas or '='", c.Zone)
 	}
@@ -271,6 +278,10 @@ func (c *Config) warnings() []string {
 		}
 		out = append(out, fmt.Sprintf("--voters %d is even: autopilot keeps at most %s (an even count tolerates no more failures than one fewer)",
 			c.Voters, voters))
+	}
+	if election := cluster.TimingFor(c.RaftTimeoutScale).Election; c.WorkerLease < 4*election {
+		out = append(out, fmt.Sprintf("--worker-lease %v is shorter than four election timeouts (%v at --raft-timeout-scale %v): "+
+			"a node may stop issuing IDs while its cluster elects a leader", c.WorkerLease, election, c.RaftTimeoutScale))
 	}
 	return out
 }

@@ -52,6 +52,9 @@ func TestValidate(t *testing.T) {
 		{"client output timeout too short", []string{"--client-output-timeout", "1ms"}, "--client-output-timeout 1ms is too short"},
 		{"negative snapshot interval", []string{"--raft-snapshot-interval", "-1s"}, "--raft-snapshot-interval -1s: 0"},
 		{"client output limit and timeout", []string{"--client-output-limit", "65536", "--client-output-timeout", "2s"}, ""},
+		{"raft timeout scale", []string{"--raft-timeout-scale", "4"}, ""},
+		{"raft timeout scale below 1", []string{"--raft-timeout-scale", "0.5"}, "--raft-timeout-scale 0.5 must be between 1 and 20"},
+		{"raft timeout scale not a number", []string{"--raft-timeout-scale", "NaN"}, "--raft-timeout-scale NaN must be between"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -141,13 +141,18 @@ var (
 	descFree      = prometheus.NewDesc("idserver_worker_ids_free", "Worker IDs no member holds.", nil, nil)
 	descTLSExpiry = prometheus.NewDesc("idserver_tls_cert_expiry_seconds", "Seconds until the TLS certificate in use expires (its NotAfter); negative once it has; absent without TLS.", nil, nil)
 	descAuthFail  = prometheus.NewDesc("idserver_auth_failures_total", "AUTH and HELLO AUTH refused for a wrong password (INFO acl_access_denied_auth).", nil, nil)
+
+	descDiskSync = prometheus.NewDesc("idserver_disk_sync_seconds", "Longest disk sync (Raft log, Pebble) of the last 10 to 20 seconds, one still running included.", nil, nil)
+	descCommit   = prometheus.NewDesc("idserver_raft_commit_seconds", "Longest commit of an entry this node proposed as leader, over the last 10 to 20 seconds.", nil, nil)
+	descSlowDisk = prometheus.NewDesc("idserver_slow_disk_total", "Disk syncs slower than the slow-sync threshold (twice the election timeout).", nil, nil)
+	descHandoffs = prometheus.NewDesc("idserver_slow_disk_handoffs_total", "Leaderships this node handed to another voter because its disk was slow.", nil, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (m *metricsServer) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descCommands, descCmdErrors, descLatency, descErrors, descIDs, descValues,
 		descClients, descConns, descRejected, descSlow, descBorrow, descHeadroom, descLease, descSyncWaits, descTimeLeft, descLeader, descTerm, descApplied, descApplies,
-		descTags, descBufTags, descBuffered, descVoters, descMembers, descFree, descAuthFail, descTLSExpiry} {
+		descTags, descBufTags, descBuffered, descVoters, descMembers, descFree, descAuthFail, descTLSExpiry, descDiskSync, descCommit, descSlowDisk, descHandoffs} {
 		ch <- d
 	}
 }
@@ -223,6 +228,10 @@ func (m *metricsServer) Collect(ch chan<- prometheus.Metric) {
 		gauge(descMembers, float64(n), h)
 	}
 	gauge(descFree, float64(src.cl.FreeWorkers()))
+	gauge(descDiskSync, cs.Disk.SyncSeconds)
+	gauge(descCommit, cs.Disk.CommitSeconds)
+	counter(descSlowDisk, float64(cs.Disk.SlowSyncs))
+	counter(descHandoffs, float64(cs.Disk.Handoffs))
 	gauge(descTags, float64(src.cl.Size()))
 	buffers := src.segs.Status()
 	buffered := 0.0

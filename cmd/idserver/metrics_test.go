@@ -58,7 +58,8 @@ func TestMetricsMoveUnderLoadAndInfoParses(t *testing.T) {
 	before := scrape(t, "http://"+maddr+"/metrics")
 	// Autopilot's figures: one voter, one healthy member (the leader's own
 	// view), 1023 of 1024 worker IDs free.
-	for sample, want := range map[string]float64{"idserver_raft_voters": 1, "idserver_worker_ids_free": 1023} {
+	for sample, want := range map[string]float64{"idserver_raft_voters": 1, "idserver_worker_ids_free": 1023,
+		"idserver_slow_disk_total": 0, "idserver_slow_disk_handoffs_total": 0} {
 		if v := metricValue(t, before, sample); v != want {
 			t.Errorf("%s = %v, want %v", sample, v, want)
 		}

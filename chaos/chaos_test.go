@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -150,9 +151,13 @@ func TestScheduleReplays(t *testing.T) {
 	if c := Schedule(8, time.Hour, AllFaults, 3); c[0] == a[0] && c[1] == a[1] {
 		t.Errorf("seeds 7 and 8 start alike: %v %v", a[:2], c[:2])
 	}
+	ts := newTagSet(7, 1000)
+	if other := newTagSet(7, 1000); !slices.Equal(ts.bytes, other.bytes) || !slices.Equal(ts.many, other.many) {
+		t.Fatalf("seed 7 draws other tags the second time")
+	}
 	r1, r2 := rand.New(rand.NewPCG(7, 1)), rand.New(rand.NewPCG(7, 1))
 	for i := range 10000 {
-		if x, y := drawOp(r1, 1000), drawOp(r2, 1000); x != y {
+		if x, y := drawOp(r1, 1000, ts), drawOp(r2, 1000, ts); x != y {
 			t.Fatalf("op %d: %v then %v", i, x, y)
 		}
 	}

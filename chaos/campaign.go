@@ -338,8 +338,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	cctx, stopClients := context.WithCancel(ctx)
 	var clients sync.WaitGroup
 	for slot := range cfg.MaxNodes {
-		if len(w.tags.many) > 0 {
-			clients.Go(func() { w.sweep(cctx, 10_000+slot, slot) })
+		for k := range sweepersPerNode {
+			if len(w.tags.many) > 0 {
+				clients.Go(func() { w.sweep(cctx, 10_000+slot*sweepersPerNode+k, slot) })
+			}
 		}
 		for k := range cfg.ClientsPerNode {
 			clients.Add(1)
@@ -374,6 +376,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	stopClients()
 	clients.Wait()
 	c.checkAnswering(40 * time.Second)
+	logf("chaos: sweepers took %d of the %d many tags", min(int(w.swept.Load()), len(w.tags.many)), len(w.tags.many))
 	c.readBack(w.tags, 10*time.Second)
 	c.pm.killAll()
 	logf("chaos: %d operations recorded; checking", len(c.hist.Ops))

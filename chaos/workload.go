@@ -493,8 +493,15 @@ func (w *workload) doTx(rc *respConn, p *proc, client, slot int, kind Kind, queu
 	return head
 }
 
-// sweepBatch is how many INCRs of distinct tags a sweeper pipelines.
-const sweepBatch = 50
+// sweepBatch is how many INCRs of distinct tags a sweeper pipelines,
+// sweepTries how often it sends a refused one, and sweepersPerNode how
+// many sweep on each node (a new tag costs a Raft entry: concurrent
+// connections share one).
+const (
+	sweepBatch      = 50
+	sweepTries      = 20
+	sweepersPerNode = 2
+)
 
 // sweep INCRs each of the many tags once, sweepBatch at a time pipelined
 // on slot's node, with the other slots' sweepers, until every one was
@@ -514,7 +521,9 @@ func (w *workload) sweep(ctx context.Context, id, slot int) {
 		case <-time.After(d):
 		}
 	}
-	for ctx.Err() == nil && int(w.swept.Load()) < len(w.tags.many) {
+	var batch []string // the tags to send next
+	tries := 0
+	for ctx.Err() == nil && (len(batch) > 0 || int(w.swept.Load()) < len(w.tags.many)) {
 		p := w.pm.node(slot).running()
 		if p == nil {
 			pause(50 * time.Millisecond)
@@ -533,13 +542,16 @@ func (w *workload) sweep(ctx context.Context, id, slot int) {
 			}
 			rcProc = p
 		}
-		from := int(w.swept.Add(sweepBatch)) - sweepBatch
-		if from >= len(w.tags.many) {
-			return
+		if len(batch) == 0 {
+			from := int(w.swept.Add(sweepBatch)) - sweepBatch
+			if from >= len(w.tags.many) {
+				return
+			}
+			batch, tries = w.tags.many[from:min(from+sweepBatch, len(w.tags.many))], 0
 		}
 		var ops []*Op
 		var cmds [][]string
-		for _, tag := range w.tags.many[from:min(from+sweepBatch, len(w.tags.many))] {
+		for _, tag := range batch {
 			ops = append(ops, &Op{Client: id, Slot: slot, Node: p.nodeID, Proc: p.gen, Conn: rc.id, Kind: KIncr, Key: tag})
 			cmds = append(cmds, []string{"INCR", tag})
 		}
@@ -555,10 +567,24 @@ func (w *workload) sweep(ctx context.Context, id, slot int) {
 			}
 			w.hist.addOp(op)
 		}
+		// The tags refused (a node starting, no leader) are sent again,
+		// up to sweepTries times.
+		var again []string
+		for _, op := range ops {
+			if op.Outcome == Refused {
+				again = append(again, op.Key)
+			}
+		}
+		if tries++; tries >= sweepTries {
+			again = nil
+		}
+		batch = again
 		if err != nil {
 			rc.close()
 			rc = nil
-			pause(50 * time.Millisecond)
+		}
+		if err != nil || len(again) > 0 {
+			pause(100 * time.Millisecond)
 		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/anishathalye/porcupine"
 
@@ -473,22 +474,26 @@ func (c *campaign) readBack(ts *tagSet, wait time.Duration) {
 		}
 	}
 	c.hist.mu.Unlock()
-	var missing, strangers []string
+	// By kind: names that are not valid UTF-8, and the names with U+FFFD
+	// that stand for them, apart from the rest.
+	var missing, strangers map[string][]string
 	var last string
 	for deadline := time.Now().Add(wait); ; time.Sleep(500 * time.Millisecond) {
-		missing, strangers, last = nil, nil, ""
+		missing, strangers, last = map[string][]string{}, map[string][]string{}, ""
 		listed, err := c.scanTags()
 		if err != nil {
 			last = err.Error()
 		} else {
 			for tag := range issued {
 				if !listed[tag] {
-					missing = append(missing, showTag(tag))
+					k := readBackKind(tag)
+					missing[k] = append(missing[k], showTag(tag))
 				}
 			}
 			for tag := range listed {
 				if !sent[tag] {
-					strangers = append(strangers, showTag(tag))
+					k := readBackKind(tag)
+					strangers[k] = append(strangers[k], showTag(tag))
 				}
 			}
 			if len(missing)+len(strangers) == 0 {
@@ -496,13 +501,18 @@ func (c *campaign) readBack(ts *tagSet, wait time.Duration) {
 				break
 			}
 		}
-		if time.Now().After(deadline) {
-			sort.Strings(missing)
-			sort.Strings(strangers)
-			c.hist.addMembership(Anomaly{At: c.since(), Kind: "tag-read-back", Msg: fmt.Sprintf("after the heal, SCAN did not list %d tags values were issued on (%s) and listed %d names no client sent (%s); %s",
-				len(missing), strings.Join(first(missing, 5), " "), len(strangers), strings.Join(first(strangers, 5), " "), last)})
+		if time.Now().After(deadline) || last == "" && time.Now().Add(wait/2).After(deadline) {
 			break
 		}
+	}
+	for _, k := range []string{"tag-read-back", "tag-read-back" + invalidUTF8Tag} {
+		if len(missing[k])+len(strangers[k]) == 0 && (last == "" || k != "tag-read-back") {
+			continue
+		}
+		sort.Strings(missing[k])
+		sort.Strings(strangers[k])
+		c.hist.addMembership(Anomaly{At: c.since(), Kind: k, Msg: fmt.Sprintf("after the heal, SCAN did not list %d tags values were issued on (%s) and listed %d names no client sent (%s) %s",
+			len(missing[k]), strings.Join(first(missing[k], 5), " "), len(strangers[k]), strings.Join(first(strangers[k], 5), " "), last)})
 	}
 	for _, tag := range ts.bytes {
 		if issued[tag] == 0 {
@@ -518,7 +528,7 @@ func (c *campaign) readBack(ts *tagSet, wait time.Duration) {
 				continue // an unavailable node is checkAnswering's to report
 			}
 			if v, perr := strconv.ParseInt(r.str, 10, 64); r.null || perr != nil || v < issued[tag] {
-				c.hist.addMembership(Anomaly{At: c.since(), Kind: "tag-read-back", Msg: fmt.Sprintf("after the heal, GET %s on %s answered %s, below %d issued on it", showTag(tag), n.nodeID, r, issued[tag])})
+				c.hist.addMembership(Anomaly{At: c.since(), Kind: readBackKind(tag), Msg: fmt.Sprintf("after the heal, GET %s on %s answered %s, below %d issued on it", showTag(tag), n.nodeID, r, issued[tag])})
 			}
 		}
 	}
@@ -554,6 +564,15 @@ func (c *campaign) scanTags() (map[string]bool, error) {
 		}
 	}
 	return nil, errors.New("no node runs")
+}
+
+// readBackKind is tag-read-back, with invalidUTF8Tag for a name that is
+// not valid UTF-8 or holds U+FFFD (what JSON makes of such a name).
+func readBackKind(tag string) string {
+	if !utf8.ValidString(tag) || strings.ContainsRune(tag, utf8.RuneError) {
+		return "tag-read-back" + invalidUTF8Tag
+	}
+	return "tag-read-back"
 }
 
 func first(s []string, n int) []string { return s[:min(n, len(s))] }

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/anishathalye/porcupine"
 )
@@ -50,6 +51,19 @@ type Verdict struct {
 // follows may be its consequence.
 const afterMistake = "-after-accepted-mistake"
 
+// invalidUTF8Tag marks an anomaly kind shown on a tag whose name is not
+// valid UTF-8.
+const invalidUTF8Tag = "-invalid-utf8-tag"
+
+// isTagOp says whether op's Key is a tag (not a buyer).
+func isTagOp(op *Op) bool {
+	switch op.Kind {
+	case KIncr, KIncrBy, KNextSeg, KSet, KGet:
+		return true
+	}
+	return false
+}
+
 // maxListed is how many anomalies of one kind are listed in full.
 const maxListed = 5
 
@@ -69,8 +83,13 @@ func (c *checker) add(kind, msg string, ops ...*Op) { c.addN(kind, 1, msg, ops..
 // addN counts n anomalies of kind shown by the same ops.
 func (c *checker) addN(kind string, n int, msg string, ops ...*Op) {
 	var at time.Duration
+	invalidTag := false
 	for _, op := range ops {
 		at = max(at, op.End)
+		invalidTag = invalidTag || isTagOp(op) && !utf8.ValidString(op.Key)
+	}
+	if invalidTag {
+		kind += invalidUTF8Tag
 	}
 	if at > c.tainted {
 		kind += afterMistake

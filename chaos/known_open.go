@@ -10,6 +10,10 @@ import (
 // each (most of a 25 s run) and which its membership run scripts.
 var ciFaults = slices.DeleteFunc(slices.Clone(AllFaults), func(k string) bool { return k == FScaleDown || k == FRemoveCutLive })
 
+// coverFaults start the schedule of TestCampaign's seeded run, one of
+// each, so that its short run injects them whatever the seed draws.
+var coverFaults = []string{FCPUStarve, FIsland, FFileDamage}
+
 // knownOpen are anomaly kinds today's main is known to show, each with the
 // open issue that fixes it. TestCampaign logs them in full and does not
 // fail on them; delete an entry when its fix lands, so the campaign guards

@@ -30,8 +30,11 @@ func campaignLength(t *testing.T) time.Duration {
 // schedule of every fault kind, and the membership faults (scale up,
 // replacement at an address, removal of a live node cut off, scale down)
 // under a random seed's operations, printed in the log (CHAOS_SEED
-// replays it, and gives the first run that seed too). Any anomaly fails the test with its seed and history
-// excerpt; so does a scripted fault not injected.
+// replays it, and gives the first run that seed too). The first starts
+// with one CPU starvation, island and minority damage each, and touches
+// 20,000 tags besides its few. Any anomaly not known open fails the test
+// with its seed and history excerpt; so does a scripted or covered fault
+// not injected, and, where CI is set, a fault this machine cannot inject.
 func TestCampaign(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a fault campaign takes about a minute; not in -short")
@@ -51,7 +54,7 @@ func TestCampaign(t *testing.T) {
 	// random seed's operations (its faults each take --dead-member-after
 	// or more: 6 s here, so that they fit).
 	seed := rand.Uint64() >> 1
-	all := Config{Seed: 1, Duration: campaignLength(t), Faults: ciFaults}
+	all := Config{Seed: 1, Duration: campaignLength(t), Faults: ciFaults, Cover: coverFaults, ManyTags: 20_000}
 	if s := os.Getenv("CHAOS_SEED"); s != "" {
 		var err error
 		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
@@ -97,18 +100,25 @@ func TestCampaign(t *testing.T) {
 			if res.Verdict.ValuesChecked == 0 || res.Faults == nil {
 				t.Errorf("seed %d: nothing checked", cfg.Seed)
 			}
-			if cfg.Script == nil {
-				return
-			}
+			// A fault this machine cannot inject is skipped and logged;
+			// under CI, which installs what every fault needs, it fails.
 			if len(res.Skipped) > 0 {
-				t.Fatalf("this machine cannot inject every scripted fault (CI installs iptables and runs as root): %v", res.Skipped)
-			}
-			for _, f := range cfg.Script {
-				if res.Faults[f.Kind] == 0 {
-					t.Errorf("no %s injected", f.Kind)
+				if os.Getenv("CI") != "" {
+					t.Errorf("CI is set, and this machine cannot inject %v (.ci/run installs iptables and fuse3, and runs as root): %v", res.SkippedKinds, res.Skipped)
+				} else {
+					t.Logf("not injected here (the test fails on this where CI is set): %v", res.Skipped)
 				}
 			}
-			if len(res.History.Removals) == 0 {
+			must := cfg.Cover
+			for _, f := range cfg.Script {
+				must = append(must, f.Kind)
+			}
+			for _, k := range must {
+				if res.Faults[k] == 0 && !slices.Contains(res.SkippedKinds, k) {
+					t.Errorf("no %s injected", k)
+				}
+			}
+			if cfg.Script != nil && len(res.History.Removals) == 0 && !slices.Contains(res.SkippedKinds, FRemoveCutLive) {
 				t.Errorf("no live node was removed by the cluster")
 			}
 		})

@@ -468,7 +468,8 @@ func (c *campaign) checkAnswering(wait time.Duration) {
 // that it lists, byte for byte, every tag a client saw a value of (and no
 // name the clients never sent), and that GET of each byte tag answers at
 // least the largest value issued on it. A node may still be applying the
-// last entries: it is asked again until wait runs out.
+// last entries: it is asked again for 2 s, or until wait runs out while
+// SCAN fails.
 func (c *campaign) readBack(ts *tagSet, wait time.Duration) {
 	sent, issued := map[string]bool{}, map[string]int64{}
 	c.hist.mu.Lock()
@@ -509,7 +510,9 @@ func (c *campaign) readBack(ts *tagSet, wait time.Duration) {
 				break
 			}
 		}
-		if time.Now().After(deadline) || last == "" && time.Now().Add(wait/2).After(deadline) {
+		// A node that answers SCAN has applied what the load left within
+		// a second or two: past that, a difference stays.
+		if time.Now().After(deadline) || last == "" && time.Now().Add(wait-2*time.Second).After(deadline) {
 			break
 		}
 	}

@@ -150,7 +150,8 @@ func Schedule(seed uint64, d time.Duration, kinds []string, nodes int) []Fault {
 
 // ScheduleCovering is Schedule with one fault of each kind in cover (those
 // among kinds) first, in an order and with parameters drawn from seed, so
-// that a short campaign injects each; the schedule stays within d.
+// that a short campaign injects each; the schedule, with what the covered
+// faults take beyond their holds, stays within d.
 func ScheduleCovering(seed uint64, d time.Duration, kinds, cover []string, nodes int) []Fault {
 	rng := rand.New(rand.NewPCG(seed, 0xc04e))
 	var out []Fault
@@ -161,11 +162,15 @@ func ScheduleCovering(seed uint64, d time.Duration, kinds, cover []string, nodes
 		}
 		f := drawFault(rng, cover[i], nodes)
 		f.Gap = time.Duration(200+rng.IntN(800)) * time.Millisecond
-		t += f.Gap + f.Hold
+		t += f.Gap + f.Hold + beyondHold[f.Kind]
 		out = append(out, f)
 	}
 	return append(out, Schedule(seed, d-t, kinds, nodes)...)
 }
+
+// beyondHold is about what a fault takes besides its hold: the island's
+// FORGETs (5 s at most), a damaged node's restart and replacement.
+var beyondHold = map[string]time.Duration{FIsland: 3 * time.Second, FFileDamage: 4 * time.Second}
 
 // drawFault draws a fault of kind: its target, the other node, the hold
 // and the amount.

@@ -98,7 +98,7 @@ func TestCampaign(t *testing.T) {
 				if os.Getenv("CI") != "" {
 					t.Errorf("CI is set, and this machine cannot inject %v (.ci/run installs iptables and fuse3, and runs as root): %v", res.SkippedKinds, res.Skipped)
 				} else {
-					t.Logf("not injected here (the test fails on this where CI is set): %v", res.Skipped)
+					t.Logf("not injected here (the test fails on this where CI is set): %v: %v", res.SkippedKinds, res.Skipped)
 				}
 			}
 			must := cfg.Cover

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // campaignLength is each campaign's fault schedule in TestCampaign;
@@ -175,5 +176,61 @@ func TestScheduleReplays(t *testing.T) {
 		if x, y := drawOp(r1, 1000, ts), drawOp(r2, 1000, ts); x != y {
 			t.Fatalf("op %d: %v then %v", i, x, y)
 		}
+	}
+}
+
+// TestTagSet: the byte tags hold NUL, CR LF, a space, invalid UTF-8 and
+// a name of 256 bytes; every name is distinct, 1 to 256 bytes long; the
+// many tags are as many as asked, up to their bound.
+func TestTagSet(t *testing.T) {
+	ts := newTagSet(1, 20_000)
+	all := append(append(slices.Clone(tags), ts.bytes...), ts.many...)
+	seen := map[string]bool{}
+	for _, tag := range all {
+		if len(tag) < 1 || len(tag) > 256 || seen[tag] {
+			t.Errorf("tag %q: %d bytes, seen before %v", tag, len(tag), seen[tag])
+		}
+		seen[tag] = true
+	}
+	joined := strings.Join(ts.bytes, "")
+	for _, want := range []string{"\x00", "\r\n", " "} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("no byte tag holds %q", want)
+		}
+	}
+	if !slices.ContainsFunc(ts.bytes, func(s string) bool { return !utf8.ValidString(s) }) || !slices.ContainsFunc(ts.bytes, func(s string) bool { return len(s) == 256 }) {
+		t.Errorf("byte tags without invalid UTF-8 or a name of 256 bytes: %q", ts.bytes)
+	}
+	if len(ts.many) != 20_000 || len(newTagSet(1, 1<<30).many) != maxManyTags {
+		t.Errorf("%d many tags for 20,000; the bound is %d", len(ts.many), maxManyTags)
+	}
+}
+
+// TestScheduleCovering: the covered kinds come first, one of each, the
+// schedule stays within its length, replays from its seed, and without
+// a cover is Schedule's.
+func TestScheduleCovering(t *testing.T) {
+	d := 25 * time.Second
+	a := ScheduleCovering(1, d, ciFaults, coverFaults, 5)
+	if !slices.Equal(a, ScheduleCovering(1, d, ciFaults, coverFaults, 5)) {
+		t.Fatalf("seed 1 gives two schedules")
+	}
+	var first []string
+	var took time.Duration
+	for i, f := range a {
+		if i < len(coverFaults) {
+			first = append(first, f.Kind)
+		}
+		took += f.Gap + f.Hold + beyondHold[f.Kind]
+	}
+	slices.Sort(first)
+	if want := slices.Sorted(slices.Values(coverFaults)); !slices.Equal(first, want) {
+		t.Errorf("the schedule starts with %v, want one each of %v", first, want)
+	}
+	if took > d {
+		t.Errorf("the schedule takes %v, longer than %v", took, d)
+	}
+	if !slices.Equal(ScheduleCovering(1, d, ciFaults, nil, 5), Schedule(1, d, ciFaults, 5)) {
+		t.Errorf("without a cover, not Schedule's")
 	}
 }

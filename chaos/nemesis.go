@@ -140,7 +140,7 @@ func Schedule(seed uint64, d time.Duration, kinds []string, nodes int) []Fault {
 		}
 		f := drawFault(rng, kind, nodes)
 		f.Gap = gap
-		t += f.Gap + f.Hold
+		t += f.Gap + f.Hold + beyondHold[f.Kind]
 		if t > d {
 			return out
 		}
@@ -150,8 +150,7 @@ func Schedule(seed uint64, d time.Duration, kinds []string, nodes int) []Fault {
 
 // ScheduleCovering is Schedule with one fault of each kind in cover (those
 // among kinds) first, in an order and with parameters drawn from seed, so
-// that a short campaign injects each; the schedule, with what the covered
-// faults take beyond their holds, stays within d.
+// that a short campaign injects each; the schedule stays within d.
 func ScheduleCovering(seed uint64, d time.Duration, kinds, cover []string, nodes int) []Fault {
 	rng := rand.New(rand.NewPCG(seed, 0xc04e))
 	var out []Fault
@@ -168,8 +167,9 @@ func ScheduleCovering(seed uint64, d time.Duration, kinds, cover []string, nodes
 	return append(out, Schedule(seed, d-t, kinds, nodes)...)
 }
 
-// beyondHold is about what a fault takes besides its hold: the island's
-// FORGETs (5 s at most), a damaged node's restart and replacement.
+// beyondHold is about what a fault takes besides its hold, which a
+// schedule counts: the island's FORGETs (5 s at most), a damaged node's
+// restart and replacement.
 var beyondHold = map[string]time.Duration{FIsland: 3 * time.Second, FFileDamage: 4 * time.Second}
 
 // drawFault draws a fault of kind: its target, the other node, the hold

@@ -129,17 +129,43 @@ func Schedule(seed uint64, d time.Duration, kinds []string, nodes int) []Fault {
 		return nil
 	}
 	for t := time.Duration(0); ; {
-		gap := time.Duration(200+rng.IntN(1800)) * time.Millisecond
-		kind := ""
+		f := Fault{Gap: time.Duration(200+rng.IntN(1800)) * time.Millisecond, Target: -1, Other: -1}
 		w := rng.IntN(total)
 		for _, k := range kinds {
 			if w -= weights[k]; w < 0 {
-				kind = k
+				f.Kind = k
 				break
 			}
 		}
-		f := drawFault(rng, kind, nodes)
-		f.Gap = gap
+		if rng.IntN(5) >= 2 {
+			f.Target = rng.IntN(nodes)
+		}
+		f.Other = rng.IntN(nodes)
+		f.Hold = time.Duration(300+rng.IntN(3700)) * time.Millisecond
+		switch f.Kind {
+		case FKill, FPowerCut, FPowerCutAll, FReplace, FFileDamage:
+			f.Hold = time.Duration(rng.IntN(2000)) * time.Millisecond
+		case FClockBack:
+			// 1 ms .. 1 h, log-uniform.
+			f.Amount = time.Duration(math.Exp(rng.Float64()*math.Log(3.6e6))) * time.Millisecond
+		case FClockForward:
+			f.Amount = time.Duration(1+rng.IntN(5000)) * time.Millisecond
+		case FClockStrobe:
+			f.Amount = time.Duration(1+rng.IntN(500)) * time.Millisecond
+		case FForgetLive:
+			f.Hold = time.Duration(2000+rng.IntN(13000)) * time.Millisecond
+		case FScaleUp:
+			f.Hold = 0
+		case FScaleDown:
+			// What it takes: the removal after --dead-member-after.
+			f.Hold = defaultDeadMemberAfter + 3*time.Second
+		case FRemoveCutLive:
+			// Cut off until removed, a few seconds more, then replaced.
+			f.Hold = defaultDeadMemberAfter + 8*time.Second
+		case FCPUStarve:
+			// Stopped this long of every cycle (and running 2 ms).
+			f.Amount = time.Duration(5+rng.IntN(46)) * time.Millisecond
+		}
 		t += f.Gap + f.Hold + beyondHold[f.Kind]
 		if t > d {
 			return out
@@ -159,8 +185,8 @@ func ScheduleCovering(seed uint64, d time.Duration, kinds, cover []string, nodes
 		if !slices.Contains(kinds, cover[i]) {
 			continue
 		}
-		f := drawFault(rng, cover[i], nodes)
-		f.Gap = time.Duration(200+rng.IntN(800)) * time.Millisecond
+		// The first fault of a schedule of that kind alone.
+		f := Schedule(rng.Uint64(), time.Hour, cover[i:i+1], nodes)[0]
 		t += f.Gap + f.Hold + beyondHold[f.Kind]
 		out = append(out, f)
 	}
@@ -171,42 +197,6 @@ func ScheduleCovering(seed uint64, d time.Duration, kinds, cover []string, nodes
 // schedule counts: the island's FORGETs (5 s at most), a damaged node's
 // restart and replacement.
 var beyondHold = map[string]time.Duration{FIsland: 3 * time.Second, FFileDamage: 4 * time.Second}
-
-// drawFault draws a fault of kind: its target, the other node, the hold
-// and the amount.
-func drawFault(rng *rand.Rand, kind string, nodes int) Fault {
-	f := Fault{Kind: kind, Target: -1, Other: -1}
-	if rng.IntN(5) >= 2 {
-		f.Target = rng.IntN(nodes)
-	}
-	f.Other = rng.IntN(nodes)
-	f.Hold = time.Duration(300+rng.IntN(3700)) * time.Millisecond
-	switch f.Kind {
-	case FKill, FPowerCut, FPowerCutAll, FReplace, FFileDamage:
-		f.Hold = time.Duration(rng.IntN(2000)) * time.Millisecond
-	case FClockBack:
-		// 1 ms .. 1 h, log-uniform.
-		f.Amount = time.Duration(math.Exp(rng.Float64()*math.Log(3.6e6))) * time.Millisecond
-	case FClockForward:
-		f.Amount = time.Duration(1+rng.IntN(5000)) * time.Millisecond
-	case FClockStrobe:
-		f.Amount = time.Duration(1+rng.IntN(500)) * time.Millisecond
-	case FForgetLive:
-		f.Hold = time.Duration(2000+rng.IntN(13000)) * time.Millisecond
-	case FScaleUp:
-		f.Hold = 0
-	case FScaleDown:
-		// What it takes: the removal after --dead-member-after.
-		f.Hold = defaultDeadMemberAfter + 3*time.Second
-	case FRemoveCutLive:
-		// Cut off until removed, a few seconds more, then replaced.
-		f.Hold = defaultDeadMemberAfter + 8*time.Second
-	case FCPUStarve:
-		// Stopped this long of every cycle (and running 2 ms).
-		f.Amount = time.Duration(5+rng.IntN(46)) * time.Millisecond
-	}
-	return f
-}
 
 // nemesis injects the scheduled faults into a running cluster.
 type nemesis struct {

@@ -29,6 +29,7 @@ func main() {
 	clients := flag.Int("clients", 2, "clients per node")
 	manyTags := flag.Int("many-tags", 20000, "cold tags touched besides the campaign's few (at most 200000; a seventh with names of random bytes)")
 	faults := flag.String("faults", "", "comma-separated fault kinds (default all): "+strings.Join(chaos.AllFaults, ","))
+	cover := flag.String("cover", "", "comma-separated fault kinds the schedule starts with, one of each")
 	binary := flag.String("binary", "", "idserver binary to test (default: build ./cmd/idserver)")
 	dir := flag.String("dir", "", "work directory, kept (default: a temporary one, removed when nothing is found)")
 	strict := flag.Bool("lazyfs-strict", false, "power cuts: a name is durable only once its directory is fsynced (default: at any fsync, as ext4)")
@@ -47,6 +48,9 @@ func main() {
 		}}
 	if *faults != "" {
 		cfg.Faults = strings.Split(*faults, ",")
+	}
+	if *cover != "" {
+		cfg.Cover = strings.Split(*cover, ",")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -17,6 +17,9 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
+
+	"github.com/anishathalye/porcupine"
 
 	"idserver/chaos/lazyfs"
 )
@@ -45,6 +48,14 @@ type Config struct {
 	// mix) in Strict mode: a name is durable only once its directory is
 	// fsynced, not at the next fsync of anything (Ordered, as ext4).
 	StrictDirs bool
+	// ManyTags is how many cold tags (at most 200,000) the clients touch
+	// besides the few every campaign uses: sweepers INCR each once, then
+	// the clients' mix draws among them. A seventh have names of random
+	// bytes.
+	ManyTags int
+	// Cover are kinds the schedule starts with, one fault of each (those
+	// among Faults), so that a short campaign injects them.
+	Cover []string
 }
 
 // Result is what a campaign did and found.
@@ -60,6 +71,8 @@ type Result struct {
 	BinaryRev string
 	// PowerCutPages counts the unsynced pages (4 KiB) power cuts dropped.
 	PowerCutPages int
+	// SkippedKinds are the kinds asked for that this machine cannot inject.
+	SkippedKinds []string
 }
 
 // campaign is one run in progress.
@@ -288,7 +301,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			}()
 		}
 	}
-	res.Schedule = Schedule(cfg.Seed, cfg.Duration, kinds, cfg.MaxNodes)
+	res.SkippedKinds = slices.DeleteFunc(slices.Clone(cfg.Faults), func(k string) bool { return slices.Contains(kinds, k) })
+	res.Schedule = ScheduleCovering(cfg.Seed, cfg.Duration, kinds, cfg.Cover, cfg.MaxNodes)
 	if cfg.Script != nil {
 		res.Schedule = slices.DeleteFunc(slices.Clone(cfg.Script), func(f Fault) bool { return !slices.Contains(kinds, f.Kind) })
 	}
@@ -327,10 +341,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	logf("chaos: %d nodes up in %v (binary %s, dir %s, %s; up to %d nodes)", cfg.Nodes, time.Since(start).Round(time.Millisecond), bin, root,
 		strings.Join(c.pm.extra, " "), cfg.MaxNodes)
 
-	w := &workload{seed: cfg.Seed, pm: c.pm, hist: c.hist, t0: c.t0, step: cfg.SegmentStep}
+	w := &workload{seed: cfg.Seed, pm: c.pm, hist: c.hist, t0: c.t0, step: cfg.SegmentStep, tags: newTagSet(cfg.Seed, cfg.ManyTags)}
 	cctx, stopClients := context.WithCancel(ctx)
 	var clients sync.WaitGroup
 	for slot := range cfg.MaxNodes {
+		for k := range sweepersPerNode {
+			if len(w.tags.many) > 0 {
+				clients.Go(func() { w.sweep(cctx, 10_000+slot*sweepersPerNode+k, slot) })
+			}
+		}
 		for k := range cfg.ClientsPerNode {
 			clients.Add(1)
 			go func() {
@@ -364,6 +383,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	stopClients()
 	clients.Wait()
 	c.checkAnswering(40 * time.Second)
+	if len(w.tags.many) > 0 {
+		logf("chaos: sweepers took %d of the %d many tags", min(int(w.swept.Load()), len(w.tags.many)), len(w.tags.many))
+	}
+	c.readBack(w.tags, 10*time.Second)
 	c.pm.killAll()
 	logf("chaos: %d operations recorded; checking", len(c.hist.Ops))
 	res.History = c.hist
@@ -440,6 +463,130 @@ func (c *campaign) checkAnswering(wait time.Duration) {
 		}
 	}
 }
+
+// readBack pages through SCAN on a running node after the heal and checks
+// that it lists, byte for byte, every tag a client saw a value of (and no
+// name the clients never sent), and that GET of each byte tag answers at
+// least the largest value issued on it. A node may still be applying the
+// last entries: it is asked again for 2 s, or until wait runs out while
+// SCAN fails.
+func (c *campaign) readBack(ts *tagSet, wait time.Duration) {
+	sent, issued := map[string]bool{}, map[string]int64{}
+	c.hist.mu.Lock()
+	for _, op := range c.hist.Ops {
+		if op.Kind == KNextID || op.Kind == KGeneID || op.Kind == KExec || op.Kind == KDiscard {
+			continue
+		}
+		sent[op.Key] = true
+		if op.Outcome == OK && (op.Kind == KIncr || op.Kind == KIncrBy || op.Kind == KNextSeg) {
+			issued[op.Key] = max(issued[op.Key], op.Last)
+		}
+	}
+	c.hist.mu.Unlock()
+	// By kind: names that are not valid UTF-8, and the names with U+FFFD
+	// that stand for them, apart from the rest.
+	var missing, strangers map[string][]string
+	var last string
+	for deadline := time.Now().Add(wait); ; time.Sleep(500 * time.Millisecond) {
+		missing, strangers, last = map[string][]string{}, map[string][]string{}, ""
+		listed, err := c.scanTags()
+		if err != nil {
+			last = err.Error()
+		} else {
+			for tag := range issued {
+				if !listed[tag] {
+					k := readBackKind(tag)
+					missing[k] = append(missing[k], showTag(tag))
+				}
+			}
+			for tag := range listed {
+				if !sent[tag] {
+					k := readBackKind(tag)
+					strangers[k] = append(strangers[k], showTag(tag))
+				}
+			}
+			if len(missing)+len(strangers) == 0 {
+				c.logf("chaos: SCAN lists all %d tags issued on, byte for byte (%d tags listed)", len(issued), len(listed))
+				break
+			}
+		}
+		// A node that answers SCAN has applied what the load left within
+		// a second or two: past that, a difference stays.
+		if time.Now().After(deadline) || last == "" && time.Now().Add(wait-2*time.Second).After(deadline) {
+			break
+		}
+	}
+	for _, k := range []string{"tag-read-back", "tag-read-back" + invalidUTF8Tag} {
+		if len(missing[k])+len(strangers[k]) == 0 && (last == "" || k != "tag-read-back") {
+			continue
+		}
+		sort.Strings(missing[k])
+		sort.Strings(strangers[k])
+		c.hist.addMembership(Anomaly{At: c.since(), Kind: k, Msg: fmt.Sprintf("after the heal, SCAN did not list %d tags values were issued on (%s) and listed %d names no client sent (%s) %s",
+			len(missing[k]), strings.Join(first(missing[k], 5), " "), len(strangers[k]), strings.Join(first(strangers[k], 5), " "), last)})
+	}
+	for _, tag := range ts.bytes {
+		if issued[tag] == 0 {
+			continue
+		}
+		for _, n := range c.pm.slots() {
+			p := n.running()
+			if p == nil {
+				continue
+			}
+			r, err := admin(p.addr, 3*time.Second, "GET", tag)
+			if err != nil || r.isError() {
+				continue // an unavailable node is checkAnswering's to report
+			}
+			if v, perr := strconv.ParseInt(r.str, 10, 64); r.null || perr != nil || v < issued[tag] {
+				c.hist.addMembership(Anomaly{At: c.since(), Kind: readBackKind(tag), Msg: fmt.Sprintf("after the heal, GET %s on %s answered %s, below %d issued on it", showTag(tag), n.nodeID, r, issued[tag])})
+			}
+		}
+	}
+}
+
+// scanTags lists every tag SCAN pages through on the first running node.
+func (c *campaign) scanTags() (map[string]bool, error) {
+	for _, n := range c.pm.slots() {
+		p := n.running()
+		if p == nil {
+			continue
+		}
+		rc, err := dialRESP(p.addr, 0, time.Second)
+		if err != nil {
+			return nil, err
+		}
+		defer rc.close()
+		listed := map[string]bool{}
+		for cursor := "0"; ; {
+			r, err := rc.do(time.Now().Add(5*time.Second), "SCAN", cursor, "COUNT", "1000")
+			if err != nil {
+				return nil, err
+			}
+			if r.isError() || r.kind != '*' || len(r.arr) != 2 || r.arr[1].kind != '*' {
+				return nil, fmt.Errorf("SCAN %s on %s answered %s", cursor, n.nodeID, r)
+			}
+			for _, e := range r.arr[1].arr {
+				listed[e.str] = true
+			}
+			if cursor = r.arr[0].str; cursor == "0" {
+				return listed, nil
+			}
+		}
+	}
+	return nil, errors.New("no node runs")
+}
+
+// readBackKind is tag-read-back, with invalidUTF8Tag for a name that is
+// not valid UTF-8 or holds U+FFFD (what JSON makes of such a name).
+func readBackKind(tag string) string {
+	if !utf8.ValidString(tag) || strings.ContainsRune(tag, utf8.RuneError) {
+		return "tag-read-back" + invalidUTF8Tag
+	}
+	return "tag-read-back"
+}
+
+func first(s []string, n int) []string { return s[:min(n, len(s))] }
 
 // goroutineDump asks a stuck process for its goroutines (SIGQUIT: the Go
 // runtime prints them and exits) and summarizes where they wait.
@@ -540,12 +687,34 @@ func (r *Result) Table(w io.Writer) {
 	tw.Flush()
 	r.errorTable(w)
 	fmt.Fprintf(w, "\nvalues checked (IDs and segment values acknowledged): %d\n", v.ValuesChecked)
-	var tagsChecked []string
+	// The campaign's fixed tags by name; every other tag counted by result,
+	// those that did not pass named.
+	var tagsChecked, others []string
+	byResult := map[string]int{}
 	for tag, res := range v.Porcupine {
-		tagsChecked = append(tagsChecked, tag+"="+string(res))
+		switch {
+		case slices.Contains(tags, tag):
+			tagsChecked = append(tagsChecked, tag+"="+string(res))
+		case res != porcupine.Ok:
+			others = append(others, showTag(tag)+"="+string(res))
+			fallthrough
+		default:
+			byResult[string(res)]++
+		}
 	}
 	sort.Strings(tagsChecked)
-	fmt.Fprintf(w, "linearizability (porcupine) per tag: %s\n\n", strings.Join(tagsChecked, " "))
+	sort.Strings(others)
+	for _, res := range sortedKeys(byResult) {
+		tagsChecked = append(tagsChecked, fmt.Sprintf("(%d other tags %s)", byResult[res], res))
+	}
+	if len(others) > 10 {
+		others = append(others[:10], "...")
+	}
+	fmt.Fprintf(w, "linearizability (porcupine) per tag: %s\n", strings.Join(tagsChecked, " "))
+	if len(others) > 0 {
+		fmt.Fprintf(w, "  not Ok: %s\n", strings.Join(others, " "))
+	}
+	fmt.Fprintln(w)
 	kinds := make([]string, 0, len(v.Counts))
 	for k := range v.Counts {
 		kinds = append(kinds, k)

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/anishathalye/porcupine"
 )
@@ -50,6 +51,19 @@ type Verdict struct {
 // follows may be its consequence.
 const afterMistake = "-after-accepted-mistake"
 
+// invalidUTF8Tag marks an anomaly kind shown on a tag whose name is not
+// valid UTF-8.
+const invalidUTF8Tag = "-invalid-utf8-tag"
+
+// isTagOp says whether op's Key is a tag (not a buyer).
+func isTagOp(op *Op) bool {
+	switch op.Kind {
+	case KIncr, KIncrBy, KNextSeg, KSet, KGet:
+		return true
+	}
+	return false
+}
+
 // maxListed is how many anomalies of one kind are listed in full.
 const maxListed = 5
 
@@ -69,8 +83,13 @@ func (c *checker) add(kind, msg string, ops ...*Op) { c.addN(kind, 1, msg, ops..
 // addN counts n anomalies of kind shown by the same ops.
 func (c *checker) addN(kind string, n int, msg string, ops ...*Op) {
 	var at time.Duration
+	invalidTag := false
 	for _, op := range ops {
 		at = max(at, op.End)
+		invalidTag = invalidTag || isTagOp(op) && !utf8.ValidString(op.Key)
+	}
+	if invalidTag {
+		kind += invalidUTF8Tag
 	}
 	if at > c.tainted {
 		kind += afterMistake
@@ -268,12 +287,12 @@ func (c *checker) segments() {
 			want = 1
 		}
 		if op.Last-op.First+1 != want || op.First < 1 {
-			c.add("segment-size", fmt.Sprintf("%s %s %d answered [%d, %d]", op.Kind, op.Key, op.N, op.First, op.Last), op)
+			c.add("segment-size", fmt.Sprintf("%s %s %d answered [%d, %d]", op.Kind, showTag(op.Key), op.N, op.First, op.Last), op)
 			continue
 		}
 		c.v.ValuesChecked += want
 		byTag[op.Key] = append(byTag[op.Key], op)
-		k := "tag " + op.Key + " node " + op.Node
+		k := "tag " + showTag(op.Key) + " node " + op.Node
 		byNode[k] = append(byNode[k], op)
 	}
 	for tag, ops := range byTag {
@@ -281,7 +300,7 @@ func (c *checker) segments() {
 		var reach *Op // the op reaching highest so far
 		for _, op := range ops {
 			if reach != nil && op.First <= reach.Last {
-				c.add("duplicate-value", fmt.Sprintf("tag %s: values %d..%d acknowledged twice", tag, op.First, min(op.Last, reach.Last)), reach, op)
+				c.add("duplicate-value", fmt.Sprintf("tag %s: values %d..%d acknowledged twice", showTag(tag), op.First, min(op.Last, reach.Last)), reach, op)
 			}
 			if reach == nil || op.Last > reach.Last {
 				reach = op
@@ -303,7 +322,7 @@ func (c *checker) floors() {
 		switch {
 		case !ok(op):
 		case op.Kind == KSet && op.Lower && c.issuedAbove(op) != nil:
-			c.add("set-lowered", fmt.Sprintf("SET %s %d answered OK below a value already acknowledged", op.Key, op.N), c.issuedAbove(op), op)
+			c.add("set-lowered", fmt.Sprintf("SET %s %d answered OK below a value already acknowledged", showTag(op.Key), op.N), c.issuedAbove(op), op)
 		case op.Kind == KSet:
 			sets[op.Key] = append(sets[op.Key], op)
 		case isAlloc(op.Kind):
@@ -329,7 +348,7 @@ func (c *checker) floors() {
 				if a.Ghost != "" {
 					kind += "-" + a.Ghost
 				}
-				c.add(kind, fmt.Sprintf("tag %s: %d acknowledged after SET %d was", tag, a.First, top.N), top, a)
+				c.add(kind, fmt.Sprintf("tag %s: %d acknowledged after SET %d was", showTag(tag), a.First, top.N), top, a)
 			}
 		}
 	}
@@ -417,7 +436,7 @@ func (c *checker) refusedSets() {
 		ms := top[op.Key]
 		i := sort.Search(len(ms), func(i int) bool { return ms[i].start >= op.End })
 		if i == 0 || ms[i-1].v <= op.N {
-			c.add("set-refused", fmt.Sprintf("SET %s %d refused, yet no value above %d had been issued to a client (highest seen: %d)", op.Key, op.N, op.N, func() int64 {
+			c.add("set-refused", fmt.Sprintf("SET %s %d refused, yet no value above %d had been issued to a client (highest seen: %d)", showTag(op.Key), op.N, op.N, func() int64 {
 				if i == 0 {
 					return 0
 				}
@@ -476,7 +495,7 @@ func (c *checker) staleGets() {
 				}
 			}
 			if top != nil && (g.Nil || g.Last < value(top)) && !(top.Kind == KSet && c.lowered(tag, top, g.Last+1, g.End)) {
-				c.add("stale-get", fmt.Sprintf("tag %s: GET answered %d after %d was acknowledged", tag, g.Last, value(top)), top, g)
+				c.add("stale-get", fmt.Sprintf("tag %s: GET answered %d after %d was acknowledged", showTag(tag), g.Last, value(top)), top, g)
 			}
 		}
 	}
@@ -606,7 +625,7 @@ func (c *checker) linearizable(timeout time.Duration) {
 			case porcupine.Illegal:
 				result = porcupine.Illegal
 				c.add("not-linearizable", fmt.Sprintf("tag %s: no linearization from any of %v (floor, largest value); the shortest failing stretch ends with",
-					tag, state), shortestIllegal(model, piece, max(left, time.Second))...)
+					showTag(tag), state), shortestIllegal(model, piece, max(left, time.Second))...)
 			case porcupine.Unknown:
 				if result == porcupine.Ok {
 					result = porcupine.Unknown

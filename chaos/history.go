@@ -3,6 +3,7 @@ package chaos
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -94,9 +95,9 @@ func (o *Op) String() string {
 	case KGeneID:
 		fmt.Fprintf(&b, " %s %d", o.Key, o.N)
 	case KIncr, KGet:
-		fmt.Fprintf(&b, " %s", o.Key)
+		fmt.Fprintf(&b, " %s", showTag(o.Key))
 	default:
-		fmt.Fprintf(&b, " %s %d", o.Key, o.N)
+		fmt.Fprintf(&b, " %s %d", showTag(o.Key), o.N)
 	}
 	if o.Lower {
 		b.WriteString(" (lowering)")
@@ -121,6 +122,27 @@ func (o *Op) String() string {
 		fmt.Fprintf(&b, "[%d, %d]", o.First, o.Last)
 	}
 	return b.String()
+}
+
+// showTag is a tag as reports print it: as it is when it is printable
+// ASCII without spaces, else quoted as Go quotes strings.
+func showTag(tag string) string {
+	for i := 0; i < len(tag); i++ {
+		if tag[i] <= ' ' || tag[i] > '~' || tag[i] == '"' {
+			return strconv.Quote(tag)
+		}
+	}
+	return tag
+}
+
+// sortedKeys are m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 func fmtDur(d time.Duration) string { return fmt.Sprintf("%.3fs", d.Seconds()) }

@@ -40,11 +40,19 @@ const (
 	FRemoveCutLive = "partition-removed" // a node cut off past --dead-member-after: removed while it runs, then replaced
 )
 
+// Fault kinds of starvation, an isolated leader's FORGETs, and damage.
+const (
+	FCPUStarve  = "cpu-starve"      // a node (or every node) stopped most of each few ms: its CPU held for the hold
+	FIsland     = "island"          // the leader cut off from every member, then asked to FORGET them all
+	FFileDamage = "minority-damage" // a stopped node's Raft and Pebble files bit-flipped and truncated, then restarted
+)
+
 // AllFaults lists every fault kind, in the order tables print them.
 var AllFaults = []string{FKill, FPause, FIsolate, FOneWay, FClockBack, FClockForward, FClockStrobe, FForgetLive, FReplace, FWipeSameID,
-	FWrongLayout, FDiskFull, FPowerCut, FPowerCutAll, FScaleUp, FScaleDown, FRemoveCutLive, FSlowDisk}
+	FWrongLayout, FDiskFull, FPowerCut, FPowerCutAll, FScaleUp, FScaleDown, FRemoveCutLive, FSlowDisk,
+	FCPUStarve, FIsland, FFileDamage}
 
-var partitionFaults = []string{FIsolate, FOneWay, FRemoveCutLive}
+var partitionFaults = []string{FIsolate, FOneWay, FRemoveCutLive, FIsland}
 var clockFaults = []string{FClockBack, FClockForward, FClockStrobe}
 var powerFaults = []string{FPowerCut, FPowerCutAll, FSlowDisk} // the faults that need lazyfs disks
 
@@ -105,7 +113,8 @@ func (f Fault) String() string {
 // weights make membership faults rarer than the cheap ones.
 var weights = map[string]int{FKill: 6, FPause: 5, FIsolate: 5, FOneWay: 4, FClockBack: 5, FClockForward: 2, FClockStrobe: 2,
 	FForgetLive: 2, FReplace: 3, FWipeSameID: 1, FWrongLayout: 1, FDiskFull: 2,
-	FPowerCut: 4, FPowerCutAll: 2, FScaleUp: 2, FScaleDown: 2, FRemoveCutLive: 2, FSlowDisk: 2}
+	FPowerCut: 4, FPowerCutAll: 2, FScaleUp: 2, FScaleDown: 2, FRemoveCutLive: 2, FSlowDisk: 2,
+	FCPUStarve: 4, FIsland: 2, FFileDamage: 2}
 
 // Schedule draws the faults of a campaign of the given length from seed;
 // nodes is the most the cluster may have.
@@ -134,7 +143,7 @@ func Schedule(seed uint64, d time.Duration, kinds []string, nodes int) []Fault {
 		f.Other = rng.IntN(nodes)
 		f.Hold = time.Duration(300+rng.IntN(3700)) * time.Millisecond
 		switch f.Kind {
-		case FKill, FPowerCut, FPowerCutAll, FReplace:
+		case FKill, FPowerCut, FPowerCutAll, FReplace, FFileDamage:
 			f.Hold = time.Duration(rng.IntN(2000)) * time.Millisecond
 		case FClockBack:
 			// 1 ms .. 1 h, log-uniform.
@@ -156,8 +165,11 @@ func Schedule(seed uint64, d time.Duration, kinds []string, nodes int) []Fault {
 		case FSlowDisk:
 			f.Hold = time.Duration(3000+rng.IntN(7000)) * time.Millisecond
 			f.Amount = time.Duration(500+rng.IntN(2500)) * time.Millisecond
+		case FCPUStarve:
+			// Stopped this long of every cycle (and running 2 ms).
+			f.Amount = time.Duration(5+rng.IntN(46)) * time.Millisecond
 		}
-		t += f.Gap + f.Hold
+		t += f.Gap + f.Hold + beyondHold[f.Kind]
 		if t > d {
 			return out
 		}
@@ -165,12 +177,39 @@ func Schedule(seed uint64, d time.Duration, kinds []string, nodes int) []Fault {
 	}
 }
 
+// ScheduleCovering is Schedule with one fault of each kind in cover (those
+// among kinds) first, in an order and with parameters drawn from seed, so
+// that a short campaign injects each; the schedule stays within d.
+func ScheduleCovering(seed uint64, d time.Duration, kinds, cover []string, nodes int) []Fault {
+	rng := rand.New(rand.NewPCG(seed, 0xc04e))
+	var out []Fault
+	var t time.Duration
+	for _, i := range rng.Perm(len(cover)) {
+		if !slices.Contains(kinds, cover[i]) {
+			continue
+		}
+		// The first fault of a schedule of that kind alone.
+		f := Schedule(rng.Uint64(), time.Hour, cover[i:i+1], nodes)[0]
+		t += f.Gap + f.Hold + beyondHold[f.Kind]
+		out = append(out, f)
+	}
+	return append(out, Schedule(seed, d-t, kinds, nodes)...)
+}
+
+// beyondHold is about what a fault takes besides its hold, which a
+// schedule counts: the island's FORGETs (5 s at most), a damaged node's
+// restart and replacement.
+var beyondHold = map[string]time.Duration{FIsland: 3 * time.Second, FFileDamage: 4 * time.Second}
+
 // nemesis injects the scheduled faults into a running cluster.
 type nemesis struct {
 	c    *campaign
 	rng  *rand.Rand // for choices made at run time (strobe offsets)
 	seq  int        // replacement node IDs
 	done int        // faults injected
+	// damaged are the data directories minority-damage damaged: a
+	// refusal to start on one is no anomaly.
+	damaged map[string]bool
 }
 
 func (nm *nemesis) sleep(ctx context.Context, d time.Duration) {
@@ -402,6 +441,12 @@ func (nm *nemesis) inject(ctx context.Context, f Fault) {
 		nm.removeCutLive(ctx, n, ev)
 	case FSlowDisk:
 		nm.slowDisk(ctx, n, f, ev)
+	case FCPUStarve:
+		nm.starve(ctx, n, f, ev)
+	case FIsland:
+		nm.island(ctx, f, ev)
+	case FFileDamage:
+		nm.damage(ctx, n, f, ev)
 	}
 }
 
@@ -804,7 +849,7 @@ func (nm *nemesis) repair() []string {
 			problems = append(problems, err.Error())
 			continue // slow, not refused: it may still come up
 		}
-		if tail := tailLog(p.logf, 5); strings.Contains(tail, persist.ErrDamaged.Error()) {
+		if tail := tailLog(p.logf, 5); strings.Contains(tail, persist.ErrDamaged.Error()) && !nm.damaged[n.dir] {
 			// No fault damages a disk (a power cut drops only what was
 			// never synced): a node that refuses its own directory as
 			// damaged lost what it synced, or its check is wrong.

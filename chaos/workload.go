@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,8 +18,72 @@ const opTimeout = 3 * time.Second
 // hotBuyer is the buyer every client orders for now and then.
 const hotBuyer = "42"
 
-// tags are the segment tags: one hot, a few cold.
+// tags are the segment tags every campaign uses: one hot, a few cold.
 var tags = []string{"orders", "t1", "t2", "t3"}
+
+// maxManyTags bounds Config.ManyTags.
+const maxManyTags = 200_000
+
+// tagSet is the tags a campaign's clients touch: tags, byte tags whose
+// names are random bytes (NUL, CR LF, spaces, invalid UTF-8, up to 256
+// bytes), and many: cold tags each touched a few times at most.
+type tagSet struct {
+	bytes []string
+	many  []string
+}
+
+// newTagSet draws the byte tags and many tags (every seventh of them a
+// byte name too) from seed.
+func newTagSet(seed uint64, many int) *tagSet {
+	rng := rand.New(rand.NewPCG(seed, 0x7a65))
+	ts := &tagSet{bytes: []string{"\x00", "a b", "\r\n", "\xff\xfe\xfd", "\x00\r\n \xc3\x28", "$3\r\nSET\r\n", "*1\r\n"}}
+	seen := map[string]bool{}
+	for _, t := range append(slices.Clone(tags), ts.bytes...) {
+		seen[t] = true
+	}
+	randomName := func(n int) string {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(rng.IntN(256))
+		}
+		return string(b)
+	}
+	for len(ts.bytes) < 16 {
+		n := 1 + rng.IntN(40)
+		if len(ts.bytes) == 15 {
+			n = 256 // the longest a tag may be
+		}
+		if t := randomName(n); !seen[t] {
+			seen[t] = true
+			ts.bytes = append(ts.bytes, t)
+		}
+	}
+	for i := range min(many, maxManyTags) {
+		t := "m" + strconv.Itoa(i)
+		if i%7 == 3 {
+			// Random bytes, then the index: distinct from every other name.
+			t = randomName(1+rng.IntN(24)) + "\x00" + strconv.Itoa(i)
+		}
+		ts.many = append(ts.many, t)
+	}
+	return ts
+}
+
+// pick draws a tag: the hot one two times in three, else a cold one, a
+// byte tag or one of the many.
+func (ts *tagSet) pick(rng *rand.Rand) string {
+	if rng.IntN(3) != 0 {
+		return tags[0]
+	}
+	switch w := rng.IntN(10); {
+	case w < 2:
+		return ts.bytes[rng.IntN(len(ts.bytes))]
+	case w < 5 && len(ts.many) > 0:
+		return ts.many[rng.IntN(len(ts.many))]
+	default:
+		return tags[1+rng.IntN(len(tags)-1)]
+	}
+}
 
 // opSpec is one operation as the schedule draws it, before it is sent.
 type opSpec struct {
@@ -31,11 +96,8 @@ type opSpec struct {
 // drawOp draws the next operation of a client's schedule. Everything but
 // the SET values (which depend on what the cluster answered) follows from
 // the client's random stream, so a seed replays the same mix.
-func drawOp(rng *rand.Rand, step int64) opSpec {
-	tag := tags[0]
-	if rng.IntN(3) == 0 {
-		tag = tags[1+rng.IntN(len(tags)-1)]
-	}
+func drawOp(rng *rand.Rand, step int64, ts *tagSet) opSpec {
+	tag := ts.pick(rng)
 	switch w := rng.IntN(100); {
 	case w < 18:
 		return opSpec{kind: KNextID}
@@ -83,11 +145,8 @@ func drawOp(rng *rand.Rand, step int64) opSpec {
 }
 
 // drawQueued draws a command queued inside MULTI.
-func drawQueued(rng *rand.Rand, step int64) opSpec {
-	tag := tags[0]
-	if rng.IntN(3) == 0 {
-		tag = tags[1+rng.IntN(len(tags)-1)]
-	}
+func drawQueued(rng *rand.Rand, step int64, ts *tagSet) opSpec {
+	tag := ts.pick(rng)
 	switch w := rng.IntN(100); {
 	case w < 30:
 		return opSpec{kind: KIncr, key: tag}
@@ -151,7 +210,9 @@ type workload struct {
 	hist  *History
 	t0    time.Time
 	step  int64
+	tags  *tagSet
 	known knowledge
+	swept atomic.Int64 // many tags the sweepers have taken
 	conns atomic.Int64 // client connections opened
 	txs   atomic.Int64 // transactions sent
 }
@@ -174,7 +235,7 @@ func (w *workload) client(ctx context.Context, id, slot int) {
 		}
 	}
 	for ctx.Err() == nil {
-		spec := drawOp(rng, w.step)
+		spec := drawOp(rng, w.step, w.tags)
 		p := w.pm.node(slot).running()
 		if p == nil {
 			pause(20 * time.Millisecond)
@@ -197,7 +258,7 @@ func (w *workload) client(ctx context.Context, id, slot int) {
 		if spec.kind == KExec || spec.kind == KDiscard {
 			queued := make([]opSpec, spec.n)
 			for i := range queued {
-				queued[i] = drawQueued(rng, w.step)
+				queued[i] = drawQueued(rng, w.step, w.tags)
 			}
 			op = w.doTx(rc, p, id, slot, spec.kind, queued)
 		} else {
@@ -430,4 +491,100 @@ func (w *workload) doTx(rc *respConn, p *proc, client, slot int, kind Kind, queu
 		}
 	}
 	return head
+}
+
+// sweepBatch is how many INCRs of distinct tags a sweeper pipelines,
+// sweepTries how often it sends a refused one, and sweepersPerNode how
+// many sweep on each node (a new tag costs a Raft entry: concurrent
+// connections share one).
+const (
+	sweepBatch      = 50
+	sweepTries      = 20
+	sweepersPerNode = 2
+)
+
+// sweep INCRs each of the many tags once, sweepBatch at a time pipelined
+// on slot's node, with the other slots' sweepers, until every one was
+// taken or ctx ends: the cluster then holds every tag of the set. id names
+// the client in the history.
+func (w *workload) sweep(ctx context.Context, id, slot int) {
+	var rc *respConn
+	var rcProc *proc
+	defer func() {
+		if rc != nil {
+			rc.close()
+		}
+	}()
+	pause := func(d time.Duration) {
+		select {
+		case <-ctx.Done():
+		case <-time.After(d):
+		}
+	}
+	var batch []string // the tags to send next
+	tries := 0
+	for ctx.Err() == nil && (len(batch) > 0 || int(w.swept.Load()) < len(w.tags.many)) {
+		p := w.pm.node(slot).running()
+		if p == nil {
+			pause(50 * time.Millisecond)
+			continue
+		}
+		if rc != nil && rcProc != p {
+			rc.close()
+			rc = nil
+		}
+		if rc == nil {
+			var err error
+			if rc, err = dialRESP(p.addr, w.conns.Add(1), 500*time.Millisecond); err != nil {
+				rc = nil
+				pause(50 * time.Millisecond)
+				continue
+			}
+			rcProc = p
+		}
+		if len(batch) == 0 {
+			from := int(w.swept.Add(sweepBatch)) - sweepBatch
+			if from >= len(w.tags.many) {
+				return
+			}
+			batch, tries = w.tags.many[from:min(from+sweepBatch, len(w.tags.many))], 0
+		}
+		var ops []*Op
+		var cmds [][]string
+		for _, tag := range batch {
+			ops = append(ops, &Op{Client: id, Slot: slot, Node: p.nodeID, Proc: p.gen, Conn: rc.id, Kind: KIncr, Key: tag})
+			cmds = append(cmds, []string{"INCR", tag})
+		}
+		start := time.Since(w.t0)
+		replies, err := rc.pipeline(time.Now().Add(opTimeout), cmds)
+		end := time.Since(w.t0)
+		for i, op := range ops {
+			op.Start, op.End = start, end
+			if err != nil {
+				op.Outcome, op.Err = Unknown, err.Error()
+			} else {
+				w.settle(op, replies[i])
+			}
+			w.hist.addOp(op)
+		}
+		// The tags refused (a node starting, no leader) are sent again,
+		// up to sweepTries times.
+		var again []string
+		for _, op := range ops {
+			if op.Outcome == Refused {
+				again = append(again, op.Key)
+			}
+		}
+		if tries++; tries >= sweepTries {
+			again = nil
+		}
+		batch = again
+		if err != nil {
+			rc.close()
+			rc = nil
+		}
+		if err != nil || len(again) > 0 {
+			pause(100 * time.Millisecond)
+		}
+	}
 }

@@ -27,7 +27,9 @@ func main() {
 	maxNodes := flag.Int("max-nodes", 5, "the most nodes it is scaled up to")
 	dead := flag.Duration("dead-member-after", 12*time.Second, "every node's --dead-member-after (its --worker-lease is a third of it)")
 	clients := flag.Int("clients", 2, "clients per node")
+	manyTags := flag.Int("many-tags", 20000, "cold tags touched besides the campaign's few (at most 200000; a seventh with names of random bytes)")
 	faults := flag.String("faults", "", "comma-separated fault kinds (default all): "+strings.Join(chaos.AllFaults, ","))
+	cover := flag.String("cover", "", "comma-separated fault kinds the schedule starts with, one of each")
 	binary := flag.String("binary", "", "idserver binary to test (default: build ./cmd/idserver)")
 	dir := flag.String("dir", "", "work directory, kept (default: a temporary one, removed when nothing is found)")
 	strict := flag.Bool("lazyfs-strict", false, "power cuts: a name is durable only once its directory is fsynced (default: at any fsync, as ext4)")
@@ -39,13 +41,16 @@ func main() {
 	if *seed == 0 {
 		*seed = rand.Uint64() >> 1
 	}
-	cfg := chaos.Config{Seed: *seed, Duration: *duration, Nodes: *nodes, MaxNodes: *maxNodes, DeadMemberAfter: *dead, ClientsPerNode: *clients, Binary: *binary, Dir: *dir,
+	cfg := chaos.Config{Seed: *seed, Duration: *duration, Nodes: *nodes, MaxNodes: *maxNodes, DeadMemberAfter: *dead, ClientsPerNode: *clients, ManyTags: *manyTags, Binary: *binary, Dir: *dir,
 		PorcupineTimeout: *porcupine, StrictDirs: *strict,
 		Logf: func(format string, args ...any) {
 			fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
 		}}
 	if *faults != "" {
 		cfg.Faults = strings.Split(*faults, ",")
+	}
+	if *cover != "" {
+		cfg.Cover = strings.Split(*cover, ",")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -1,6 +1,10 @@
 package cluster
 
-import "time"
+import (
+	"time"
+
+	"github.com/hashicorp/raft"
+)
 
 // SetRaftLogFold sets how long Raft's repeated WARN and ERROR messages
 // are folded, for the clusters opened after it; it returns the undo.
@@ -8,4 +12,10 @@ func SetRaftLogFold(d time.Duration) (undo func()) {
 	was := raftLogFold
 	raftLogFold = d
 	return func() { raftLogFold = was }
+}
+
+// TransferLeadershipTo asks c, the leader, to hand its leadership to the
+// voter id at its Raft address addr.
+func TransferLeadershipTo(c *Cluster, id, addr string) error {
+	return c.raft.LeadershipTransferToServer(raft.ServerID(id), raft.ServerAddress(addr)).Error()
 }

@@ -47,7 +47,7 @@ func TestDeposedLeaderAnswersNoStaleGET(t *testing.T) {
 		if st := l.cl.Status(); st.Voters < 3 {
 			continue // the joiners are not voters yet
 		}
-		if err := l.cl.TransferLeadership(); err != nil {
+		if err := cluster.TransferLeadershipTo(l.cl, "n1", n1.stream.Addr().String()); err != nil {
 			t.Logf("transfer from %s: %v", l.id, err)
 		}
 	}

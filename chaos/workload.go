@@ -217,17 +217,43 @@ type workload struct {
 	txs   atomic.Int64 // transactions sent
 }
 
+// nodeConn is a client's connection, kept while the node's process is the
+// one it was opened to.
+type nodeConn struct {
+	rc   *respConn
+	proc *proc
+}
+
+// to returns a connection to p: the one held when it was opened to p,
+// else a new one; nil when p cannot be reached.
+func (c *nodeConn) to(w *workload, p *proc) *respConn {
+	if c.rc != nil && c.proc != p {
+		c.drop()
+	}
+	if c.rc == nil {
+		rc, err := dialRESP(p.addr, w.conns.Add(1), 500*time.Millisecond)
+		if err != nil {
+			return nil
+		}
+		c.rc, c.proc = rc, p
+	}
+	return c.rc
+}
+
+// drop closes the connection held, if any.
+func (c *nodeConn) drop() {
+	if c.rc != nil {
+		c.rc.close()
+		c.rc = nil
+	}
+}
+
 // client runs one client against slot until ctx ends; id names its random
 // stream.
 func (w *workload) client(ctx context.Context, id, slot int) {
 	rng := rand.New(rand.NewPCG(w.seed, uint64(id)+1<<32))
-	var rc *respConn
-	var rcProc *proc
-	defer func() {
-		if rc != nil {
-			rc.close()
-		}
-	}()
+	var nc nodeConn
+	defer nc.drop()
 	pause := func(d time.Duration) {
 		select {
 		case <-ctx.Done():
@@ -241,18 +267,10 @@ func (w *workload) client(ctx context.Context, id, slot int) {
 			pause(20 * time.Millisecond)
 			continue
 		}
-		if rc != nil && rcProc != p {
-			rc.close()
-			rc = nil
-		}
+		rc := nc.to(w, p)
 		if rc == nil {
-			var err error
-			if rc, err = dialRESP(p.addr, w.conns.Add(1), 500*time.Millisecond); err != nil {
-				rc = nil
-				pause(20 * time.Millisecond)
-				continue
-			}
-			rcProc = p
+			pause(20 * time.Millisecond)
+			continue
 		}
 		var op *Op
 		if spec.kind == KExec || spec.kind == KDiscard {
@@ -268,8 +286,7 @@ func (w *workload) client(ctx context.Context, id, slot int) {
 			continue
 		}
 		if op.Outcome == Unknown && op.Err != "" && !strings.HasPrefix(op.Err, "-") {
-			rc.close()
-			rc = nil
+			nc.drop()
 		}
 		if op.Outcome != OK {
 			pause(time.Duration(5+rng.IntN(20)) * time.Millisecond)
@@ -508,13 +525,8 @@ const (
 // taken or ctx ends: the cluster then holds every tag of the set. id names
 // the client in the history.
 func (w *workload) sweep(ctx context.Context, id, slot int) {
-	var rc *respConn
-	var rcProc *proc
-	defer func() {
-		if rc != nil {
-			rc.close()
-		}
-	}()
+	var nc nodeConn
+	defer nc.drop()
 	pause := func(d time.Duration) {
 		select {
 		case <-ctx.Done():
@@ -529,18 +541,10 @@ func (w *workload) sweep(ctx context.Context, id, slot int) {
 			pause(50 * time.Millisecond)
 			continue
 		}
-		if rc != nil && rcProc != p {
-			rc.close()
-			rc = nil
-		}
+		rc := nc.to(w, p)
 		if rc == nil {
-			var err error
-			if rc, err = dialRESP(p.addr, w.conns.Add(1), 500*time.Millisecond); err != nil {
-				rc = nil
-				pause(50 * time.Millisecond)
-				continue
-			}
-			rcProc = p
+			pause(50 * time.Millisecond)
+			continue
 		}
 		if len(batch) == 0 {
 			from := int(w.swept.Add(sweepBatch)) - sweepBatch
@@ -580,8 +584,7 @@ func (w *workload) sweep(ctx context.Context, id, slot int) {
 		}
 		batch = again
 		if err != nil {
-			rc.close()
-			rc = nil
+			nc.drop()
 		}
 		if err != nil || len(again) > 0 {
 			pause(100 * time.Millisecond)

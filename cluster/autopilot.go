@@ -529,7 +529,7 @@ func (p voterPromoter) CalculatePromotionsAndDemotions(conf *autopilot.Config, s
 	// quorum small; but a voter that is only slow or cut off then may
 	// take the demotion, stop campaigning and hold the longest log: if the
 	// leader is cut off at that moment, no other voter can win an election
-	// until it is back (the fault campaign saw 57 s without a leader). A
+	// until it is back. A
 	// promotion first leaves that node a voter, and the voter count it
 	// raises for a round tolerates as many failures as the demotion's
 	// would: three of four voters alive against two of two.

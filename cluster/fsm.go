@@ -27,7 +27,7 @@ const (
 	entrySet    byte = 2 // tag, v[, cond[, rev]]: set the tag to v (cond: setNX, setXX; rev: see applySet; absent in old entries)
 	entryJoin   byte = 3 // node ID, raft address, RESP address, now ms, lease ms[, zone[, boot]]: a new member, with a worker ID and its first lease
 	entryForget byte = 4 // node ID: gone for good, its worker ID free for reuse above its last lease
-	// 5 was the replicated high-water, replaced by worker leases.
+	// 5 is not written by any build and is never given to another entry.
 	entryInit  byte = 6 // cluster ID, layout: the cluster's identity, once, at bootstrap
 	entryLease byte = 7 // node ID, worker ID, end ms[, incarnation]: extend the node's lease on its worker ID (incarnation: restart.go)
 	entryAddrs byte = 8 // node ID, raft address, RESP address[, zone]: a member's new addresses (and zone)
@@ -59,8 +59,8 @@ const (
 // tagState is one tag: the last value allocated to any node, and the floor
 // from SET. Values handed out are above both.
 //
-// It also keeps what a SET needs to lower the tag safely (SPEC section 3:
-// values reserved but never issued do not count): Rev changes with every
+// It also keeps what a SET needs to lower the tag safely (values reserved
+// but never issued do not count: docs/commands.md, SET): Rev changes with every
 // allocation and SET, so a SET commits only over the state it was checked
 // against; Nodes holds what each node was last allocated; Bound is a value
 // that may have been issued by nodes no longer tracked (allocations from

@@ -58,8 +58,8 @@ func multibulkFrame(b []byte, args ...string) []byte {
 	return b
 }
 
-// TestClientsThatDoNotReadAreClosedInBoundedMemory is attack 5 of issue 15
-// against the real binary: MULTI, 100,000 x UUIDV7 10000, EXEC from a
+// TestClientsThatDoNotReadAreClosedInBoundedMemory runs against the real
+// binary: MULTI, 100,000 x UUIDV7 10000, EXEC from a
 // client that reads the QUEUEDs and then stops reading (43 GB of replies
 // asked for), and the same 100,000 UUIDV7 10000 pipelined by a client
 // that reads nothing. While each runs, the server's VmRSS stays under

@@ -29,7 +29,7 @@ const (
 	entryForget byte = 4 // node ID: gone for good, its worker ID free for reuse above its last lease
 	// 5 is not written by any build and is never given to another entry.
 	entryInit  byte = 6 // cluster ID, layout: the cluster's identity, once, at bootstrap
-	entryLease byte = 7 // node ID, worker ID, end ms[, incarnation]: extend the node's lease on its worker ID (incarnation: restart.go)
+	entryLease byte = 7 // node ID, worker ID, end ms[, incarnation]: extend the node's lease on its worker ID (incarnation: incarnation.go)
 	entryAddrs byte = 8 // node ID, raft address, RESP address[, zone]: a member's new addresses (and zone)
 	// entryRecover: node ID, now ms, value skip, time skip, new cluster ID:
 	// the node restarted the cluster alone after the quorum was lost for good
@@ -44,7 +44,7 @@ const (
 	// 12 and 13 were never used (left to branches that added entries at once).
 	// entryFresh: node ID, the worker it issued on, now ms, lease ms: the
 	// node takes a fresh worker ID whose previous lease ended below now, and
-	// retires the one it holds (fresh.go).
+	// retires the one it holds (freshworker.go).
 	entryFresh byte = 14
 )
 
@@ -147,11 +147,11 @@ type member struct {
 	JoinBoot     uint64 `json:"join_boot,omitempty"`
 	StartAboveMS int64  `json:"start_above_ms,omitempty"`
 	// Incarnation is the latest start of the node its lease renewals
-	// carried (restart.go): a start from a directory that says less runs
+	// carried (incarnation.go): a start from a directory that says less runs
 	// on a restored copy.
 	Incarnation uint64 `json:"incarnation,omitempty"`
 	// Retired: worker IDs the node issued on before its clock went back
-	// and it took a fresh one (fresh.go), held until their leases end.
+	// and it took a fresh one (freshworker.go), held until their leases end.
 	Retired []int64 `json:"retired,omitempty"`
 }
 
@@ -629,7 +629,7 @@ func (f *fsm) applyForget(d *decoder, b *persist.Batch, ch *changes) any {
 
 // leaseResult answers entryLease: the committed end, and, for an entry
 // that carries the node's incarnation, the incarnation and lease end the
-// state held before it (restart.go).
+// state held before it (incarnation.go).
 type leaseResult struct {
 	EndMS           int64
 	PrevIncarnation uint64

@@ -34,7 +34,7 @@ type Status struct {
 	ClusterID       string
 	Worker          int64           // -1 when this node holds none
 	LeaseEndMS      int64           // committed lease end of this node's worker ID, ID time
-	Retired         []RetiredWorker // worker IDs this node held before its clock went back (fresh.go)
+	Retired         []RetiredWorker // worker IDs this node held before its clock went back (freshworker.go)
 	Role            string
 	LeaderID        string
 	Leader          string // RESP address

@@ -27,7 +27,7 @@ const (
 	entrySet    byte = 2 // tag, v[, cond[, rev]]: set the tag to v (cond: setNX, setXX; rev: see applySet; absent in old entries)
 	entryJoin   byte = 3 // node ID, raft address, RESP address, now ms, lease ms[, zone[, boot]]: a new member, with a worker ID and its first lease
 	entryForget byte = 4 // node ID: gone for good, its worker ID free for reuse above its last lease
-	// 5 is not written by any build and is never given to another entry.
+	// 5 is retired: this build writes none, and no other entry takes the number.
 	entryInit  byte = 6 // cluster ID, layout: the cluster's identity, once, at bootstrap
 	entryLease byte = 7 // node ID, worker ID, end ms[, incarnation]: extend the node's lease on its worker ID (incarnation: incarnation.go)
 	entryAddrs byte = 8 // node ID, raft address, RESP address[, zone]: a member's new addresses (and zone)

@@ -6,10 +6,13 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -66,10 +69,11 @@ func runStatus(args []string, getenv func(string) string, stdout, stderr io.Writ
 	fs := flag.NewFlagSet("idserver status", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:6380", "RESP address of any node")
 	pass := fs.String("password", getenv("IDSERVER_REQUIREPASS"), "the node's --requirepass")
+	caFile := fs.String("tls-ca", "", "PEM CA bundle: reach a node started with --tls-cert over TLS, verifying it against these")
 	asJSON := fs.Bool("json", false, "print JSON")
 	timeout := fs.Duration("timeout", 5*time.Second, "how long to wait for the node")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: idserver status --addr host:port [--password P] [--json]\n"+
+		fmt.Fprintln(fs.Output(), "usage: idserver status --addr host:port [--password P] [--tls-ca FILE] [--json]\n"+
 			"exits 0 when the cluster can issue, 1 when it cannot (or the node does not answer), 2 on a usage error")
 		fs.PrintDefaults()
 	}
@@ -80,10 +84,24 @@ func runStatus(args []string, getenv func(string) string, stdout, stderr io.Writ
 		fs.Usage()
 		return 2
 	}
+	var tlsConfig *tls.Config
+	if *caFile != "" {
+		pem, err := os.ReadFile(*caFile)
+		if err != nil {
+			fmt.Fprintln(stderr, "idserver status:", err)
+			return 2
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			fmt.Fprintf(stderr, "idserver status: %s holds no PEM certificate\n", *caFile)
+			return 2
+		}
+		tlsConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	c := redis.NewClient(&redis.Options{Addr: *addr, Password: *pass, Protocol: 2, DisableIdentity: true,
-		MaxRetries: -1, DialTimeout: *timeout, ReadTimeout: *timeout})
+		MaxRetries: -1, DialTimeout: *timeout, ReadTimeout: *timeout, TLSConfig: tlsConfig})
 	defer c.Close()
 	info, err := c.Do(ctx, "CLUSTER", "INFO").Text()
 	if err != nil {

@@ -5,6 +5,7 @@ package status
 
 import (
 	"bytes"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -73,13 +74,13 @@ func status(t *testing.T, args ...string) (string, int) {
 	return out.String() + stderr.String(), 0
 }
 
-// waitStatus polls idserver status --json against addr until ok accepts
-// its report and exit code, and returns them.
-func waitStatus(t *testing.T, addr string, what string, ok func(report, int) bool) (report, int) {
+// waitStatus polls idserver status --json with args until ok accepts its
+// report and exit code, and returns them.
+func waitStatus(t *testing.T, what string, ok func(report, int) bool, args ...string) (report, int) {
 	t.Helper()
 	var last string
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		out, code := status(t, "--addr", addr, "--json")
+		out, code := status(t, append(args, "--json")...)
 		var r report
 		if err := json.Unmarshal([]byte(out), &r); err == nil && ok(r, code) {
 			return r, code
@@ -133,7 +134,7 @@ func TestStatusFailureTolerance(t *testing.T) {
 		}
 		return true
 	}
-	r, _ := waitStatus(t, addr, "three healthy voters, tolerance 1, exit 0", healthy)
+	r, _ := waitStatus(t, "three healthy voters, tolerance 1, exit 0", healthy, "--addr", addr)
 	zones := map[string]string{}
 	for _, m := range r.Members {
 		zones[m.ID] = m.Zone
@@ -148,14 +149,14 @@ func TestStatusFailureTolerance(t *testing.T) {
 	}
 
 	nodes[2].Kill()
-	waitStatus(t, addr, "tolerance 0 and exit 0 with n3 killed", func(r report, code int) bool {
+	waitStatus(t, "tolerance 0 and exit 0 with n3 killed", func(r report, code int) bool {
 		return code == 0 && r.CanIssue && r.FailureTolerance == 0
-	})
+	}, "--addr", addr)
 
 	nodes[1].Kill()
-	r, _ = waitStatus(t, addr, "exit 1 (no leader) with n2 and n3 killed", func(r report, code int) bool {
+	r, _ = waitStatus(t, "exit 1 (no leader) with n2 and n3 killed", func(r report, code int) bool {
 		return code == 1 && !r.CanIssue && r.Leader == ""
-	})
+	}, "--addr", addr)
 	if len(r.Problems) == 0 || !strings.Contains(strings.Join(r.Problems, "\n"), "no leader") {
 		t.Errorf("problems %q do not name the missing leader", r.Problems)
 	}
@@ -178,5 +179,29 @@ func TestStatusUnreachable(t *testing.T) {
 	}
 	if out, code := status(t, "--addr", addr, "extra"); code != 2 {
 		t.Errorf("status with a stray argument: exit %d, want 2:\n%s", code, out)
+	}
+}
+
+// TestStatusOverTLSWithPassword: a node started with --tls-cert and
+// --requirepass answers idserver status given --tls-ca and --password
+// (one node: it can issue, tolerance 0); without the password it is exit 1.
+func TestStatusOverTLSWithPassword(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a process")
+	}
+	certFile, keyFile, pool := testproc.SelfSigned(t, t.TempDir())
+	s, err := testproc.Start(t, testproc.Config{Binary: binary, Dir: t.TempDir(), TLS: &tls.Config{RootCAs: pool},
+		Args: []string{"--tls-cert", certFile, "--tls-key", keyFile, "--requirepass", "pw"}, Ready: []any{"NEXTID"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := waitStatus(t, "one node that can issue, tolerance 0", func(r report, code int) bool {
+		return code == 0 && r.CanIssue && r.FailureTolerance == 0 && len(r.Members) == 1
+	}, "--addr", s.Addr, "--tls-ca", certFile, "--password", "pw")
+	if r.LeaseLeftMS <= 0 {
+		t.Errorf("lease left %d ms on a node that issues", r.LeaseLeftMS)
+	}
+	if out, code := status(t, "--addr", s.Addr, "--tls-ca", certFile); code != 1 || !strings.Contains(out, "NOAUTH") {
+		t.Errorf("status without the password: exit %d, want 1 with NOAUTH:\n%s", code, out)
 	}
 }

@@ -88,6 +88,9 @@ type MemberHealth struct {
 	// field.
 	Version string `json:"version,omitempty"`
 	Commit  string `json:"commit,omitempty"`
+	// LastIndex is the last entry of the member's Raft log, from its last
+	// answer to the leader; 0 when it has not answered.
+	LastIndex uint64 `json:"last_index,omitempty"`
 }
 
 // leaderView is the leader's health of every member, as a follower got it
@@ -424,9 +427,11 @@ func (p *pilot) healthList() []MemberHealth {
 		case string(id) == p.c.cfg.NodeID:
 			h.LastContactMS = 0
 			h.Version, h.Commit = p.c.cfg.Version, p.c.cfg.Commit
+			h.LastIndex = srv.Stats.LastIndex
 		case ok:
 			h.LastContactMS = now.Sub(last).Milliseconds()
 			h.Version, h.Commit = p.builds[string(id)].version, p.builds[string(id)].commit
+			h.LastIndex = srv.Stats.LastIndex
 		}
 		out = append(out, h)
 	}

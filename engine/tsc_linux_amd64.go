@@ -1,3 +1,5 @@
+//go:build linux && amd64 && !notsc
+
 package engine
 
 import (
@@ -18,6 +20,9 @@ func rdtsc() int64
 // sleep states (constant_tsc, nonstop_tsc), and RDTSC is not disabled for
 // this process (PR_GET_TSC).
 func TSCTrusted() bool {
+	if tscForced {
+		return true
+	}
 	src, err := os.ReadFile("/sys/devices/system/clocksource/clocksource0/current_clocksource")
 	if err != nil || strings.TrimSpace(string(src)) != "tsc" {
 		return false

@@ -1,3 +1,5 @@
+//go:build linux && amd64 && !notsc
+
 #include "textflag.h"
 
 // func rdtsc() int64

@@ -1,0 +1,5 @@
+//go:build !tscforce
+
+package engine
+
+const tscForced = false

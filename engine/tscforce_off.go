@@ -1,5 +1,0 @@
-//go:build !tscforce
-
-package engine
-
-const tscForced = false

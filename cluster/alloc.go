@@ -5,7 +5,6 @@ package cluster
 import (
 	"context"
 	"errors"
-	"fmt"
 )
 
 // allocReq is one Allocate waiting for the group commit.
@@ -47,11 +46,11 @@ func (c *Cluster) allocate(ctx context.Context, tag string, n int64) (int64, int
 			return 0, 0, err
 		}
 		for _, r := range resp.Results {
-			results = append(results, allocResult{First: r.First, Last: r.Last, Err: errorOf(r.Code, r.Msg)})
+			results = append(results, allocResult{First: r.First, Last: r.Last, Err: r.err()})
 		}
 	}
 	if len(results) != 1 {
-		return 0, 0, fmt.Errorf("%w: allocation lost its answer", ErrNoLeader)
+		return 0, 0, noLeader(ErrNotApplied, "allocation lost its answer")
 	}
 	return results[0].First, results[0].Last, results[0].Err
 }
@@ -68,13 +67,13 @@ func (c *Cluster) allocLocal(ctx context.Context, items []allocItem) ([]allocRes
 	select {
 	case c.allocs <- req:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: %v", ErrNoLeader, ctx.Err())
+		return nil, noLeader(ErrNotApplied, "%v", ctx.Err())
 	}
 	select {
 	case d := <-req.done:
 		return d.results, d.err
 	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: %v", ErrNoLeader, ctx.Err())
+		return nil, noLeader(ErrNotApplied, "%v", ctx.Err())
 	}
 }
 
@@ -112,7 +111,7 @@ func (c *Cluster) runGroupCommit() {
 		resp, err := c.apply(e)
 		results, _ := resp.([]allocResult)
 		if err == nil && len(results) != items {
-			err = fmt.Errorf("%w: allocation lost its answer", ErrNoLeader)
+			err = noLeader(ErrNotApplied, "allocation lost its answer")
 		}
 		for _, r := range batch {
 			if err != nil {

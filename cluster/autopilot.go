@@ -468,7 +468,7 @@ func (c *Cluster) memberHealth() map[string]MemberHealth {
 // answerStats answers the leader's stats request, keeping its view.
 func (c *Cluster) answerStats(req *request) *response {
 	if req.Node != c.cfg.NodeID {
-		return &response{Code: codeOf(ErrRefused), Msg: fmt.Sprintf("%v: this is node %s, not %s", ErrRefused, c.cfg.NodeID, req.Node)}
+		return &response{wireError: wireErrorOf(fmt.Errorf("%w: this is node %s, not %s", ErrRefused, c.cfg.NodeID, req.Node))}
 	}
 	if req.View != nil {
 		v := &leaderView{members: make(map[string]MemberHealth, len(req.View)), at: time.Now()}

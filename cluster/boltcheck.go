@@ -21,7 +21,8 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// The bbolt v1.3 file format (page.go, db.go, bucket.go).
+// The bbolt file format, version 2, as bbolt v1.4 and v1.5 write and check
+// it (internal/common: page.go, meta.go, bucket.go, types.go).
 const (
 	boltMagic          = 0xED0CDAED
 	boltVersion        = 2
@@ -46,7 +47,8 @@ type boltMetaPage struct {
 }
 
 // readBoltMeta decodes and validates the meta page at off, as bbolt's
-// meta.validate does.
+// Meta.Validate does: the magic number, the version, and the checksum,
+// which must match (a zero checksum is no exception).
 func readBoltMeta(f *os.File, off int64) (boltMetaPage, error) {
 	b := make([]byte, boltPageHeader+64)
 	if _, err := f.ReadAt(b, off); err != nil {
@@ -65,7 +67,7 @@ func readBoltMeta(f *os.File, off int64) (boltMetaPage, error) {
 	}
 	h := fnv.New64a()
 	h.Write(m[:56])
-	if sum := le.Uint64(m[56:]); sum != 0 && sum != h.Sum64() {
+	if le.Uint64(m[56:]) != h.Sum64() {
 		return boltMetaPage{}, errors.New("meta page checksum mismatch")
 	}
 	return boltMetaPage{pageSize: le.Uint32(m[8:]), root: le.Uint64(m[16:]), freelist: le.Uint64(m[32:]),
@@ -143,7 +145,7 @@ func (w *boltWalk) page(id uint64, want uint16) ([]byte, error) {
 	switch {
 	case le.Uint64(head) != id:
 		return nil, fmt.Errorf("page %d: its header says page %d (zeroed or overwritten)", id, le.Uint64(head))
-	case le.Uint16(head[8:])&want == 0:
+	case !validBoltPageType(le.Uint16(head[8:]), want):
 		return nil, fmt.Errorf("page %d: invalid page type %#x", id, le.Uint16(head[8:]))
 	case id+overflow >= w.meta.pgid:
 		return nil, fmt.Errorf("page %d: %d overflow pages run past the high water %d", id, overflow, w.meta.pgid)
@@ -159,6 +161,12 @@ func (w *boltWalk) page(id uint64, want uint16) ([]byte, error) {
 		return nil, fmt.Errorf("page %d: %v", id, err)
 	}
 	return b, nil
+}
+
+// validBoltPageType reports whether flags is exactly one page type, and one
+// of want: bbolt takes a page with two type flags for the first it tests.
+func validBoltPageType(flags, want uint16) bool {
+	return flags&want != 0 && flags&(flags-1) == 0
 }
 
 func (w *boltWalk) freelist(id uint64) error {

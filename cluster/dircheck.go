@@ -205,8 +205,8 @@ func checkLogEntry(logs raft.LogStore, i uint64) (err error) {
 func applyAnswer[T any](resp any, entry string) (T, error) {
 	v, ok := resp.(T)
 	if !ok {
-		return v, fmt.Errorf("%w: the state machine did not apply the %s entry (it answered %T): its state is ahead of the Raft log",
-			ErrNoLeader, entry, resp)
+		return v, noLeader(ErrNotApplied, "the state machine did not apply the %s entry (it answered %T): its state is ahead of the Raft log",
+			entry, resp)
 	}
 	return v, nil
 }

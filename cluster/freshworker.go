@@ -35,7 +35,7 @@ func (c *Cluster) FreshWorker(ctx context.Context, from int64) (worker, startAbo
 		case err != nil:
 			return 0, 0, 0, err
 		case resp.Join == nil:
-			return 0, 0, 0, fmt.Errorf("%w: the leader's answer to a fresh worker ID has no result", ErrNoLeader)
+			return 0, 0, 0, noLeader(ErrNotApplied, "the leader's answer to a fresh worker ID has no result")
 		}
 		return resp.Join.Worker, resp.Join.StartAboveMS, resp.Join.LeaseEndMS, nil
 	}
@@ -63,7 +63,7 @@ func (c *Cluster) freshLocal(node string, from, nowMS int64) (JoinResult, error)
 func (c *Cluster) answerFresh(req *request) *response {
 	jr, err := c.freshLocal(req.Node, req.Worker, req.Value)
 	if err != nil {
-		return &response{Code: codeOf(err), Msg: err.Error()}
+		return &response{wireError: wireErrorOf(err)}
 	}
 	return &response{Join: &jr}
 }

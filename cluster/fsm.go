@@ -321,12 +321,12 @@ func (f *fsm) Apply(l *raft.Log) any {
 		panic(fmt.Sprintf("cluster: empty log entry at index %d", l.Index))
 	}
 	if !f.waitRoom(l.Index) {
-		return fmt.Errorf("%w: closing with entry %d unapplied", ErrNoLeader, l.Index) // applied again at the next start
+		return noLeader(ErrNotApplied, "closing with entry %d unapplied", l.Index) // applied again at the next start
 	}
 	var ch changes
 	resp, batch := f.applyLocked(l, &ch)
 	if batch != nil && !f.commit(l.Index, batch) {
-		return fmt.Errorf("%w: closing with entry %d unstored", ErrNoLeader, l.Index) // applied again at the next start
+		return noLeader(ErrNotApplied, "closing with entry %d unstored", l.Index) // applied again at the next start
 	}
 	f.publish(l.Index, &ch)
 	return resp

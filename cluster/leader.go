@@ -7,7 +7,6 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -44,7 +43,7 @@ func (c *Cluster) WaitForLeader(ctx context.Context) (string, error) {
 		}
 		select {
 		case <-ctx.Done():
-			return "", ErrNoLeader
+			return "", &engine.NoLeaderError{Cause: ErrLeaderUnknown}
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -120,9 +119,11 @@ func (c *Cluster) applyIndex(entry []byte) (any, uint64, error) {
 	err := c.await(f)
 	c.disk.committed(time.Since(start))
 	if err != nil {
-		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrLeadershipTransferInProgress) ||
-			errors.Is(err, raft.ErrEnqueueTimeout) || errors.Is(err, raft.ErrRaftShutdown) {
-			return nil, 0, fmt.Errorf("%w: %v", ErrNoLeader, err)
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {
+			return nil, 0, noLeader(ErrNotLeader, "%v", err)
+		}
+		if errors.Is(err, raft.ErrEnqueueTimeout) || errors.Is(err, raft.ErrRaftShutdown) {
+			return nil, 0, noLeader(ErrNotApplied, "%v", err)
 		}
 		return nil, 0, err
 	}
@@ -169,7 +170,7 @@ func (c *Cluster) caughtUpTerm() (uint64, error) {
 		return term, nil
 	}
 	if err := c.await(c.raft.Barrier(c.timing.Apply)); err != nil {
-		return 0, fmt.Errorf("%w: %v", ErrNoLeader, err)
+		return 0, noLeader(ErrLeadershipUnconfirmed, "%v", err)
 	}
 	c.readyTerm.Store(term)
 	return term, nil
@@ -192,10 +193,10 @@ func (c *Cluster) readIndex(ctx context.Context) error {
 		return err
 	}
 	if err := c.verifyLeader(ctx); err != nil {
-		return fmt.Errorf("%w: node %s cannot confirm it still leads: %v", ErrNoLeader, c.cfg.NodeID, err)
+		return noLeader(ErrLeadershipUnconfirmed, "node %s cannot confirm it still leads: %v", c.cfg.NodeID, err)
 	}
 	if now := c.raft.CurrentTerm(); now != term {
-		return fmt.Errorf("%w: the term moved from %d to %d during the read", ErrNoLeader, term, now)
+		return noLeader(ErrLeadershipUnconfirmed, "the term moved from %d to %d during the read", term, now)
 	}
 	return nil
 }
@@ -276,7 +277,7 @@ func (c *Cluster) await(f raft.Future) error {
 	case <-t.C:
 	}
 	if full := c.fsm.full.Load(); full != nil {
-		return fmt.Errorf("%w: the state machine waits for disk space (%v)", ErrNoLeader, *full)
+		return noLeader(ErrNotApplied, "the state machine waits for disk space (%v)", *full)
 	}
-	return fmt.Errorf("%w: Raft has not applied the entry within %v", ErrNoLeader, c.timing.Apply)
+	return noLeader(ErrNotApplied, "Raft has not applied the entry within %v", c.timing.Apply)
 }

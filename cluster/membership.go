@@ -37,7 +37,7 @@ func (c *Cluster) Join(ctx context.Context, node, raftAddr, respAddr string) (wo
 		switch {
 		case err != nil:
 		case resp.Join == nil:
-			err = fmt.Errorf("%w: the leader's answer to a join has no result", ErrNoLeader)
+			err = noLeader(ErrNotApplied, "the leader's answer to a join has no result")
 		default:
 			jr = *resp.Join
 		}
@@ -153,11 +153,11 @@ func (c *Cluster) join(ctx context.Context, node, raftAddr, respAddr string) (Jo
 		case node == c.cfg.NodeID:
 		case suffrage == "none" || suffrage != "voter" && m.RaftAddr != raftAddr:
 			if err := c.await(c.raft.AddNonvoter(raft.ServerID(node), raft.ServerAddress(raftAddr), 0, c.timing.Apply)); err != nil {
-				return JoinResult{}, fmt.Errorf("%w: add non-voter: %v", ErrNoLeader, err)
+				return JoinResult{}, noLeader(ErrNotApplied, "add non-voter: %v", err)
 			}
 		case m.RaftAddr != raftAddr:
 			if err := c.await(c.raft.AddVoter(raft.ServerID(node), raft.ServerAddress(raftAddr), 0, c.timing.Apply)); err != nil {
-				return JoinResult{}, fmt.Errorf("%w: add voter: %v", ErrNoLeader, err)
+				return JoinResult{}, noLeader(ErrNotApplied, "add voter: %v", err)
 			}
 		}
 		if m.RaftAddr != raftAddr || m.RESPAddr != respAddr || m.Zone != id.Zone {
@@ -183,7 +183,7 @@ func (c *Cluster) join(ctx context.Context, node, raftAddr, respAddr string) (Jo
 		c.pilot.join(node, raftAddr)
 		defer c.pilot.joined(node)
 		if err := c.await(c.raft.AddNonvoter(raft.ServerID(node), raft.ServerAddress(raftAddr), 0, c.timing.Apply)); err != nil {
-			return JoinResult{}, fmt.Errorf("%w: add non-voter: %v", ErrNoLeader, err)
+			return JoinResult{}, noLeader(ErrNotApplied, "add non-voter: %v", err)
 		}
 	}
 	resp, err := c.apply(newEntry(entryJoin).string(node).string(raftAddr).string(respAddr).
@@ -248,7 +248,7 @@ func (c *Cluster) replaceAt(ctx context.Context, node, raftAddr, respAddr string
 			continue // a member's; handled above (or its join is in flight)
 		}
 		if err := c.await(c.raft.RemoveServer(s.ID, 0, c.timing.Apply)); err != nil {
-			return fmt.Errorf("%w: a stray server %s holds the address %s and could not be removed yet (%v)", ErrNoLeader, s.ID, raftAddr, err)
+			return noLeader(ErrNotApplied, "a stray server %s holds the address %s and could not be removed yet (%v)", s.ID, raftAddr, err)
 		}
 		c.log.Info("stray server removed from the configuration", "node", s.ID, "raft", raftAddr)
 	}
@@ -326,9 +326,9 @@ func (c *Cluster) forget(node string) error {
 		// Another member asks the leader to forget the leader: hand the
 		// leadership over first, then the retry reaches the new leader.
 		if err := c.raft.LeadershipTransfer().Error(); err != nil {
-			return fmt.Errorf("%w: node %s leads and could not hand over leadership to be forgotten: %v", ErrNoLeader, node, err)
+			return noLeader(ErrNotLeader, "node %s leads and could not hand over leadership to be forgotten: %v", node, err)
 		}
-		return fmt.Errorf("%w: node %s led; leadership moved to another member: retry the FORGET", ErrNoLeader, node)
+		return noLeader(ErrNotLeader, "node %s led; leadership moved to another member: retry the FORGET", node)
 	}
 	if err := c.caughtUp(); err != nil { // the member table, as in join
 		return err
@@ -345,7 +345,7 @@ func (c *Cluster) forget(node string) error {
 	}
 	m, _ := c.fsm.member(node)
 	if err := c.await(c.raft.RemoveServer(raft.ServerID(node), 0, c.timing.Apply)); err != nil {
-		return fmt.Errorf("%w: remove server: %v", ErrNoLeader, err)
+		return noLeader(ErrNotApplied, "remove server: %v", err)
 	}
 	if !member {
 		c.log.Info("stray voter removed", "node", node)

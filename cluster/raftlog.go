@@ -4,8 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -23,21 +27,35 @@ var raftLogFold = 30 * time.Second
 const maxFolded = 256
 
 // newRaftLogger is the hclog.Logger given to hashicorp/raft and autopilot:
-// it receives their calls with the message and its arguments apart
-// (hclog's intercept logger, whose own output is discarded) and sends them
-// to log at level and above.
+// it sends their calls at level and above to log, with the message and
+// its key-value pairs as they were passed.
 func newRaftLogger(log *slog.Logger, level hclog.Level) hclog.Logger {
-	l := hclog.NewInterceptLogger(&hclog.LoggerOptions{Name: "raft", Output: io.Discard, Level: level})
-	l.RegisterSink(&raftSink{log: log, level: level, fold: raftLogFold, now: time.Now, folded: map[foldKey]*foldCount{}})
-	return l
+	return newRaftLoggerFolding(log, level, raftLogFold, time.Now)
 }
 
-// raftSink sends hclog records to slog, at their level (routine warnings
-// at INFO, debug and trace at DEBUG), with each WARN and ERROR message
-// logged at most once per fold interval.
+// newRaftLoggerFolding is newRaftLogger with the fold interval and the
+// clock given.
+func newRaftLoggerFolding(log *slog.Logger, level hclog.Level, fold time.Duration, now func() time.Time) hclog.Logger {
+	sink := &raftSink{log: log, fold: fold, now: now, folded: map[foldKey]*foldCount{}}
+	sink.level.Store(int32(level))
+	return &raftLogger{name: "raft", sink: sink}
+}
+
+// raftLogger implements hclog.Logger over slog. Named and With give
+// loggers that share its level and its folding.
+type raftLogger struct {
+	name string
+	args []any // implied by With, before each call's own
+	sink *raftSink
+}
+
+// raftSink sends the records of a raftLogger and the loggers made from it
+// to slog, at their level (routine warnings at INFO, debug and trace at
+// DEBUG), with each WARN and ERROR message logged at most once per fold
+// interval.
 type raftSink struct {
 	log   *slog.Logger
-	level hclog.Level
+	level atomic.Int32 // the hclog.Level logged from
 	fold  time.Duration
 	now   func() time.Time
 
@@ -56,19 +74,21 @@ type foldCount struct {
 	repeats int64
 }
 
-// Accept implements hclog.SinkAdapter.
-func (s *raftSink) Accept(name string, level hclog.Level, msg string, args ...any) {
-	if level < s.level || level == hclog.Off {
+// Log sends a record to slog when level is at or above the logger's.
+func (l *raftLogger) Log(level hclog.Level, msg string, args ...any) {
+	if level == hclog.Off || level < l.GetLevel() {
 		return
 	}
-	attrs := make([]any, 0, len(args)+2)
-	for i := 0; i < len(args); i += 2 {
-		if i+1 == len(args) {
-			attrs = append(attrs, "EXTRA_VALUE_AT_END", args[i])
+	all := append(slices.Clip(l.args), args...)
+	attrs := make([]any, 0, len(all)+2)
+	for i := 0; i < len(all); i += 2 {
+		if i+1 == len(all) {
+			attrs = append(attrs, "EXTRA_VALUE_AT_END", all[i])
 			break
 		}
-		attrs = append(attrs, fmt.Sprint(args[i]), args[i+1])
+		attrs = append(attrs, fmt.Sprint(all[i]), all[i+1])
 	}
+	s := l.sink
 	if level >= hclog.Warn {
 		n, ok := s.count(foldKey{level, msg})
 		if !ok {
@@ -78,7 +98,75 @@ func (s *raftSink) Accept(name string, level hclog.Level, msg string, args ...an
 			attrs = append(attrs, "folded", n, "folded_over", s.fold.String())
 		}
 	}
-	s.log.Log(context.Background(), slogLevel(level, msg, args), name+": "+msg, attrs...)
+	s.log.Log(context.Background(), slogLevel(level, msg, all), l.name+": "+msg, attrs...)
+}
+
+func (l *raftLogger) Trace(msg string, args ...any) { l.Log(hclog.Trace, msg, args...) }
+func (l *raftLogger) Debug(msg string, args ...any) { l.Log(hclog.Debug, msg, args...) }
+func (l *raftLogger) Info(msg string, args ...any)  { l.Log(hclog.Info, msg, args...) }
+func (l *raftLogger) Warn(msg string, args ...any)  { l.Log(hclog.Warn, msg, args...) }
+func (l *raftLogger) Error(msg string, args ...any) { l.Log(hclog.Error, msg, args...) }
+
+func (l *raftLogger) IsTrace() bool { return l.logs(hclog.Trace) }
+func (l *raftLogger) IsDebug() bool { return l.logs(hclog.Debug) }
+func (l *raftLogger) IsInfo() bool  { return l.logs(hclog.Info) }
+func (l *raftLogger) IsWarn() bool  { return l.logs(hclog.Warn) }
+func (l *raftLogger) IsError() bool { return l.logs(hclog.Error) }
+
+func (l *raftLogger) logs(level hclog.Level) bool {
+	at := l.GetLevel()
+	return at != hclog.Off && level >= at
+}
+
+func (l *raftLogger) ImpliedArgs() []any { return slices.Clone(l.args) }
+
+func (l *raftLogger) With(args ...any) hclog.Logger {
+	return &raftLogger{name: l.name, args: append(slices.Clip(l.args), args...), sink: l.sink}
+}
+
+func (l *raftLogger) Name() string { return l.name }
+
+// Named appends name to the logger's, after a dot.
+func (l *raftLogger) Named(name string) hclog.Logger {
+	if l.name != "" {
+		name = l.name + "." + name
+	}
+	return l.ResetNamed(name)
+}
+
+func (l *raftLogger) ResetNamed(name string) hclog.Logger {
+	return &raftLogger{name: name, args: l.args, sink: l.sink}
+}
+
+// SetLevel sets the level of this logger and of every logger made from
+// the same newRaftLogger.
+func (l *raftLogger) SetLevel(level hclog.Level) { l.sink.level.Store(int32(level)) }
+
+func (l *raftLogger) GetLevel() hclog.Level { return hclog.Level(l.sink.level.Load()) }
+
+// StandardLogger is a log.Logger whose lines go to slog at the level
+// opts.ForceLevel (INFO when it is not set), with the logger's name.
+func (l *raftLogger) StandardLogger(opts *hclog.StandardLoggerOptions) *log.Logger {
+	return log.New(l.StandardWriter(opts), "", 0)
+}
+
+func (l *raftLogger) StandardWriter(opts *hclog.StandardLoggerOptions) io.Writer {
+	level := hclog.Info
+	if opts != nil && opts.ForceLevel != hclog.NoLevel {
+		level = opts.ForceLevel
+	}
+	return standardWriter{l: l, level: level}
+}
+
+// standardWriter logs each write as one message.
+type standardWriter struct {
+	l     *raftLogger
+	level hclog.Level
+}
+
+func (w standardWriter) Write(p []byte) (int, error) {
+	w.l.Log(w.level, strings.TrimRight(string(p), "\n"))
+	return len(p), nil
 }
 
 // count says whether a line of key is logged now, and how many of its

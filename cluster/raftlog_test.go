@@ -45,10 +45,8 @@ func TestRoutineRaftWarningsAreInfo(t *testing.T) {
 func TestRaftErrorsAreFolded(t *testing.T) {
 	var buf bytes.Buffer
 	now := time.Unix(1000, 0)
-	sink := &raftSink{log: slog.New(slog.NewTextHandler(&buf, nil)), level: hclog.Info, fold: 30 * time.Second,
-		now: func() time.Time { return now }, folded: map[foldKey]*foldCount{}}
-	l := hclog.NewInterceptLogger(&hclog.LoggerOptions{Name: "raft", Output: &bytes.Buffer{}, Level: hclog.Info})
-	l.RegisterSink(sink)
+	l := newRaftLoggerFolding(slog.New(slog.NewTextHandler(&buf, nil)), hclog.Info, 30*time.Second,
+		func() time.Time { return now })
 	for i := range 100 {
 		l.Error("failed to heartbeat to", "peer", "127.0.0.1:1", "backoff time", i)
 		l.Named("autopilot").Warn("failed to reach", "id", "n3")
@@ -78,5 +76,30 @@ func TestRaftErrorsAreFolded(t *testing.T) {
 	l.Error("failed to heartbeat to", "peer", "127.0.0.1:1")
 	if last := buf.String()[strings.LastIndex(strings.TrimSpace(buf.String()), "\n")+1:]; !strings.Contains(last, "folded=99 folded_over=30s") {
 		t.Errorf("the line after the interval: %q, want folded=99", last)
+	}
+}
+
+// TestRaftLoggerForwardsToSlog: a record goes to slog with its level, its
+// logger's name, the arguments With implied and its own; records below
+// the level are dropped; the standard logger's lines are records too.
+func TestRaftLoggerForwardsToSlog(t *testing.T) {
+	var buf bytes.Buffer
+	l := newRaftLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})), hclog.Info)
+	l.Named("snapshot").With("path", "/d/1").Info("creating new snapshot", "index", 7)
+	l.Debug("below the level")
+	l.StandardLogger(nil).Print("from a log.Logger")
+	l.SetLevel(hclog.Debug)
+	l.Debug("at the level now", "odd")
+	for _, want := range []string{
+		`level=INFO msg="raft.snapshot: creating new snapshot" path=/d/1 index=7`,
+		`level=INFO msg="raft: from a log.Logger"`,
+		`level=DEBUG msg="raft: at the level now" EXTRA_VALUE_AT_END=odd`,
+	} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, buf.String())
+		}
+	}
+	if strings.Contains(buf.String(), "below the level") {
+		t.Errorf("a record below the level was logged:\n%s", buf.String())
 	}
 }

@@ -495,6 +495,21 @@ var codeErrors = []struct {
 	{codeAuth, ErrAuth},
 }
 
+// noLeaderCauses are the causes of ErrNoLeader on the wire, in the cause
+// field beside codeNoLeader (a node that does not know the field still
+// reads codeNoLeader).
+var noLeaderCauses = []struct {
+	code code
+	err  error
+}{
+	{1, ErrLeaderUnknown},
+	{2, ErrNotLeader},
+	{3, ErrLeadershipUnconfirmed},
+	{4, ErrNotApplied},
+	{5, engine.ErrLeaseEnded},
+	{6, engine.ErrRefillLate},
+}
+
 func codeOf(err error) code {
 	if err == nil {
 		return codeOK
@@ -507,8 +522,35 @@ func codeOf(err error) code {
 	return codeFailed
 }
 
+// wireError is an error as a response carries it: its sentinel's code
+// and its text; for ErrNoLeader also its cause's code and its detail.
+type wireError struct {
+	Code   code   `json:"code,omitempty"`
+	Msg    string `json:"msg,omitempty"`
+	Cause  code   `json:"cause,omitempty"`
+	Detail string `json:"detail,omitempty"`
+}
+
+func wireErrorOf(err error) wireError {
+	if err == nil {
+		return wireError{}
+	}
+	w := wireError{Code: codeOf(err), Msg: err.Error()}
+	var nl *engine.NoLeaderError
+	if errors.As(err, &nl) {
+		w.Detail = nl.Detail
+		for _, ce := range noLeaderCauses {
+			if errors.Is(nl.Cause, ce.err) {
+				w.Cause = ce.code
+			}
+		}
+	}
+	return w
+}
+
 // remoteError is an error another node answered: its text, and its sentinel
-// for errors.Is.
+// for errors.Is (for ErrNoLeader, an *engine.NoLeaderError with its cause
+// and detail, for errors.Is and errors.As).
 type remoteError struct {
 	sentinel error
 	msg      string
@@ -517,16 +559,26 @@ type remoteError struct {
 func (e *remoteError) Error() string { return e.msg }
 func (e *remoteError) Unwrap() error { return e.sentinel }
 
-func errorOf(c code, msg string) error {
-	if c == codeOK {
+// err is the error w carries, nil for none.
+func (w wireError) err() error {
+	if w.Code == codeOK {
 		return nil
 	}
+	if w.Code == codeNoLeader {
+		nl := &engine.NoLeaderError{Detail: w.Detail}
+		for _, ce := range noLeaderCauses {
+			if ce.code == w.Cause {
+				nl.Cause = ce.err
+			}
+		}
+		return &remoteError{nl, w.Msg}
+	}
 	for _, ce := range codeErrors {
-		if ce.code == c {
-			return &remoteError{ce.err, msg}
+		if ce.code == w.Code {
+			return &remoteError{ce.err, w.Msg}
 		}
 	}
-	return &remoteError{nil, msg}
+	return &remoteError{nil, w.Msg}
 }
 
 type request struct {
@@ -550,10 +602,9 @@ type request struct {
 }
 
 type response struct {
-	Seq      uint64       `json:"seq"`
-	Op       op           `json:"op"`
-	Code     code         `json:"code,omitempty"`
-	Msg      string       `json:"msg,omitempty"`
+	Seq uint64 `json:"seq"`
+	Op  op     `json:"op"`
+	wireError
 	Identity *Identity    `json:"identity,omitempty"`
 	Results  []wireResult `json:"results,omitempty"`
 	Join     *JoinResult  `json:"join,omitempty"` // joins, and fresh worker IDs
@@ -566,10 +617,9 @@ type response struct {
 }
 
 type wireResult struct {
-	First int64  `json:"first"`
-	Last  int64  `json:"last"`
-	Code  code   `json:"code,omitempty"`
-	Msg   string `json:"msg,omitempty"`
+	First int64 `json:"first"`
+	Last  int64 `json:"last"`
+	wireError
 }
 
 // Identity is what a node says of itself when another asks (the join check).
@@ -646,13 +696,13 @@ func (c *Cluster) answer(req *request) *response {
 		if err == nil {
 			return &response{}
 		}
-		return &response{Code: codeOf(err), Msg: err.Error()}
+		return &response{wireError: wireErrorOf(err)}
 	}
 	if req.Op != opIdentify && req.Op != opAdmit && c.ClusterID() == "" {
 		// A node that belongs to no cluster yet, at the address of one that
 		// did (a replacement at a dead leader's address): the sender tries
 		// elsewhere, as with any node that does not lead.
-		return fail(fmt.Errorf("%w: node %s at this address belongs to no cluster yet", ErrNoLeader, c.cfg.NodeID))
+		return fail(noLeader(ErrNotLeader, "node %s at this address belongs to no cluster yet", c.cfg.NodeID))
 	}
 	if req.Op != opIdentify && req.Op != opAdmit && req.Cluster != c.ClusterID() {
 		return fail(fmt.Errorf("%w: a request from cluster %q reached node %s of cluster %q", ErrRefused, req.Cluster, c.cfg.NodeID, c.ClusterID()))
@@ -691,7 +741,7 @@ func (c *Cluster) answer(req *request) *response {
 		return &response{}
 	}
 	if !c.IsLeader() {
-		return fail(fmt.Errorf("%w: node %s does not lead", ErrNoLeader, c.cfg.NodeID))
+		return fail(noLeader(ErrNotLeader, "node %s does not lead", c.cfg.NodeID))
 	}
 	switch req.Op {
 	case opJoin:
@@ -720,10 +770,7 @@ func (c *Cluster) answer(req *request) *response {
 		}
 		out := make([]wireResult, len(results))
 		for i, r := range results {
-			out[i] = wireResult{First: r.First, Last: r.Last, Code: codeOf(r.Err)}
-			if r.Err != nil {
-				out[i].Msg = r.Err.Error()
-			}
+			out[i] = wireResult{First: r.First, Last: r.Last, wireError: wireErrorOf(r.Err)}
 		}
 		return &response{Results: out}
 	case opSet:
@@ -786,7 +833,7 @@ func (c *Cluster) call(ctx context.Context, addr string, req *request) (*respons
 		}
 		conn.SetDeadline(time.Time{})
 		c.putConn(addr, conn)
-		return &resp, errorOf(resp.Code, resp.Msg)
+		return &resp, resp.err()
 	}
 }
 
@@ -841,7 +888,7 @@ func (c *Cluster) toLeader(ctx context.Context, req *request) (*response, error)
 			}
 		}
 	}
-	err := fmt.Errorf("%w: no leader known", ErrNoLeader)
+	err := noLeader(ErrLeaderUnknown, "no leader known")
 	for _, addr := range addrs {
 		var resp *response
 		resp, err = c.call(ctx, addr, req)
@@ -852,7 +899,7 @@ func (c *Cluster) toLeader(ctx context.Context, req *request) (*response, error)
 		case errors.As(err, &re) && !errors.Is(err, ErrNoLeader):
 			return resp, err
 		case !errors.As(err, &re):
-			err = fmt.Errorf("%w: %v", ErrNoLeader, err)
+			err = noLeader(ErrLeaderUnknown, "%v", err)
 		}
 	}
 	return nil, err

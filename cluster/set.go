@@ -96,7 +96,7 @@ func (c *Cluster) setLocal(ctx context.Context, tag string, v int64, cond string
 	}
 	release, err := c.hold(ctx, tag)
 	if err != nil {
-		return 0, false, fmt.Errorf("%w: %v", ErrNoLeader, err)
+		return 0, false, noLeader(ErrNotApplied, "%v", err)
 	}
 	defer release()
 	const attempts = 3

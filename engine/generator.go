@@ -138,12 +138,6 @@ type Config struct {
 	// (docs/guarantees.md, "The clock"). nil: the wall clock is read on
 	// every call, as tests that step a fake clock need.
 	Monotonic func() time.Duration
-	// TSC, with Monotonic the machine's, lets the generator check whether
-	// a reading's millisecond is over against the CPU's time-stamp counter
-	// instead of the monotonic clock, where the kernel's own clock is that
-	// counter (tsc.go); elsewhere it is ignored. Tests that pass a fake
-	// monotonic clock leave it off.
-	TSC bool
 }
 
 // Generator issues snowflake and gene IDs for one worker. It is safe for
@@ -204,7 +198,6 @@ type Generator struct {
 	uuidMS    int64   // time of the last UUIDv7 issued, ms since the epoch; -1: none
 	switches  uint64  // worker switches so far (SwitchWorker)
 	fast      fastPath
-	tsc       tscCheck // with Config.TSC: the counter checked instead of the monotonic clock
 }
 
 // fastPath is what an ID needs to be checked against (g.mu), taken with
@@ -222,7 +215,6 @@ type fastPath struct {
 	// Config.Monotonic, once closed, and after SwitchWorker, so that
 	// every call reads the clock again.
 	until        time.Duration
-	untilTSC     int64 // until in time-stamp counter ticks (tscCheck.end); math.MinInt64 while the counter is not used
 	wall, wallMS int64 // the reading: its tick, and its ms since the epoch
 	below        int64 // the first tick that takes issueGen's checks
 }
@@ -269,9 +261,8 @@ func New(cfg Config, now Clock, store HighWaterStore) (*Generator, error) {
 		kick:        make(chan struct{}, 1),
 		trouble:     make(chan struct{}, 1),
 		lanes:       make([]int64, 1<<l.GeneBits),
-		fast:        fastPath{until: math.MinInt64, untilTSC: math.MinInt64},
+		fast:        fastPath{until: math.MinInt64},
 	}
-	g.tsc.trusted = cfg.TSC && cfg.Monotonic != nil && TSCTrusted()
 	if g.sleep == nil {
 		g.sleep = time.Sleep
 		g.precise = g.mono != nil
@@ -483,9 +474,9 @@ func (g *Generator) sinceEpoch() time.Duration {
 // with one precomputed limit (fastPath); anything else, and the first call
 // after the reading's millisecond, goes through issueGen.
 func (g *Generator) NextID() (int64, error) {
-	now, tsc := g.stamp()
+	m := g.monoNow()
 	g.mu.Lock()
-	if g.fast.current(now, tsc) {
+	if m < g.fast.until {
 		if slot, gn := g.nextSlot(-1); slot>>g.seqBits < g.fast.below {
 			g.take(slot, gn, -1)
 			id := g.slotID(slot)
@@ -537,30 +528,21 @@ func (g *Generator) monoNow() time.Duration {
 // refresh takes a new reading of the clock if the one in force has run
 // out by now. g.mu is held.
 func (g *Generator) refresh() {
-	if g.monoNow() >= g.fast.until {
-		g.newReading()
+	if m := g.monoNow(); m >= g.fast.until {
+		g.newReading(m)
 	}
 }
 
-// newReading makes the clock's reading now (the wall clock's in force at
-// the monotonic clock; without one, a reading of the wall clock) the one in
-// force, moves the logical clock to it and recomputes the fast path's
-// limit. g.mu is held.
-func (g *Generator) newReading() {
+// newReading makes the clock's reading at m (the monotonic clock; without
+// one, a reading of the wall clock) the one in force, moves the logical
+// clock to it and recomputes the fast path's limit. g.mu is held.
+func (g *Generator) newReading(m time.Duration) {
 	f := &g.fast
-	switch {
-	case g.mono == nil:
-		f.wallMS = g.now().UnixMilli() - g.epochMS
-		f.expire()
-	case g.tsc.trusted:
-		c1 := rdtsc()
-		m := g.mono()
-		c2 := rdtsc()
+	if g.mono == nil {
+		f.wallMS, f.until = g.now().UnixMilli()-g.epochMS, math.MinInt64
+	} else {
 		r := g.readingAt(m)
-		f.wallMS, f.until, f.untilTSC = r.ms, r.until, g.tsc.end(c1, m, c2, r.until)
-	default:
-		r := g.readingAt(g.mono())
-		f.wallMS, f.until, f.untilTSC = r.ms, r.until, math.MinInt64
+		f.wallMS, f.until = r.ms, r.until
 	}
 	f.wall = g.ticks(f.wallMS)
 	g.tick(f.wall)
@@ -625,11 +607,11 @@ func (g *Generator) take(slot, gn, gene int64) {
 // issueGen is issue, also returning the count of worker switches the IDs
 // were issued under (NextIDRuns extends a run only under the same one).
 func (g *Generator) issueGen(dst []int64, n int, gene int64) (_ []int64, switches uint64, _ error) {
-	now, tsc := g.stamp()
+	m := g.monoNow()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if !g.fast.current(now, tsc) {
-		g.newReading()
+	if m >= g.fast.until {
+		g.newReading(m)
 	}
 	if g.closed {
 		return dst, 0, ErrClosed
@@ -868,7 +850,7 @@ func (g *Generator) SwitchWorker(worker, startAboveMS, leaseEndMS int64) error {
 	}
 	g.reserved.Store(hw)
 	g.switches++
-	g.fast.expire() // the limit was the old worker's
+	g.fast.until = math.MinInt64 // the limit was the old worker's
 	g.worker = worker << g.seqBits
 	g.leaseEnd.Store(leaseEndMS)
 	g.clockWhy.Store(nil)
@@ -909,8 +891,7 @@ func (g *Generator) Close() error {
 		return nil
 	}
 	g.closed = true
-	g.fast.expire()
-	g.fast.below = math.MinInt64
+	g.fast.until, g.fast.below = math.MinInt64, math.MinInt64
 	g.reserveMu.Lock()
 	defer g.reserveMu.Unlock()
 	exact := g.maxIssued>>g.seqBits + 1
@@ -944,9 +925,7 @@ type Status struct {
 	// worker ID (SwitchWorker).
 	ClockBehindMS int64
 	// Counter is what each ID reads to tell whether the wall clock's
-	// reading still holds: "tsc", the CPU's time-stamp counter (tsc.go),
-	// or "monotonic" (before the counter's rate is measured, where it is
-	// not trusted, and once it was dropped); "wall" without Monotonic.
+	// reading still holds: "monotonic", or "wall" without Monotonic.
 	Counter string
 	// WindowSyncWaits counts the calls that found the durable high-water
 	// reached and synced it themselves, the background step (Run) having
@@ -986,10 +965,7 @@ func (g *Generator) Status() Status {
 
 // counter is Status.Counter.
 func (g *Generator) counter() string {
-	switch {
-	case g.tsc.on.Load():
-		return "tsc"
-	case g.mono != nil:
+	if g.mono != nil {
 		return "monotonic"
 	}
 	return "wall"

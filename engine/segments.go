@@ -13,14 +13,39 @@ import (
 // turns them into wire errors.
 var (
 	// ErrNoLeader: an allocation needs the Raft leader and there is none
-	// (TRYAGAIN on the wire).
+	// (TRYAGAIN on the wire). Every such error is a *NoLeaderError, whose
+	// Cause says why; errors.Is matches ErrNoLeader for any cause.
 	ErrNoLeader = errors.New("no leader to allocate from, and nothing buffered")
+	// ErrLeaseEnded: the node's worker lease ended, and buffered values
+	// are handed out only within it (a cause of ErrNoLeader).
+	ErrLeaseEnded = errors.New("the worker lease ended")
+	// ErrRefillLate: no refill of a tag's buffer came within the wait
+	// (a cause of ErrNoLeader).
+	ErrRefillLate = errors.New("no refill within the wait")
 	// ErrWouldGoBack: a SET below a value that may have been issued; values
 	// never go back.
 	ErrWouldGoBack = errors.New("values never go back")
 	// ErrOverflow: the allocation would pass the largest int64.
 	ErrOverflow = errors.New("increment or decrement would overflow")
 )
+
+// NoLeaderError is ErrNoLeader with its cause: errors.Is matches both
+// ErrNoLeader and Cause. Its text is ErrNoLeader's, followed by ": " and
+// Detail when Detail is not empty.
+type NoLeaderError struct {
+	Cause  error
+	Detail string
+}
+
+func (e *NoLeaderError) Error() string {
+	if e.Detail == "" {
+		return ErrNoLeader.Error()
+	}
+	return ErrNoLeader.Error() + ": " + e.Detail
+}
+
+// Unwrap returns ErrNoLeader and the cause.
+func (e *NoLeaderError) Unwrap() []error { return []error{ErrNoLeader, e.Cause} }
 
 // SegmentSource allocates contiguous values of a tag, cluster-wide.
 type SegmentSource interface {
@@ -166,7 +191,7 @@ func (s *Segments) Next(ctx context.Context, tag string, n int64) (first, last i
 			return 0, 0, err
 		}
 		if !time.Now().Before(deadline) && b.spare.left() < n {
-			return 0, 0, ErrNoLeader
+			return 0, 0, &NoLeaderError{Cause: ErrRefillLate}
 		}
 	}
 	return s.take(tag, b, n)
@@ -213,7 +238,7 @@ func (s *Segments) leaseEnded() error {
 		return nil
 	}
 	if now := s.now().UnixMilli(); now >= end {
-		return fmt.Errorf("%w: the worker lease ended %d ms ago (buffered values are handed out only within it)", ErrNoLeader, now-end)
+		return &NoLeaderError{Cause: ErrLeaseEnded, Detail: fmt.Sprintf("the worker lease ended %d ms ago (buffered values are handed out only within it)", now-end)}
 	}
 	return nil
 }

@@ -461,7 +461,7 @@ func Open(cfg Config) (_ *Node, err error) {
 		// the generator reads it once a millisecond, and on every call
 		// the monotonic clock, or where the kernel's clock is the CPU's
 		// time-stamp counter, that counter.
-		Monotonic: engine.MonotonicClock(), TSC: true,
+		Monotonic: engine.MonotonicClock(),
 	}, cfg.Now, n.Store); err != nil {
 		return nil, err
 	}

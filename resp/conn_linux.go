@@ -1,3 +1,5 @@
+//go:build linux && !norawloop
+
 package resp
 
 import (

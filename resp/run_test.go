@@ -223,7 +223,7 @@ func TestIntRepliesAreRedconsBytes(t *testing.T) {
 
 func BenchmarkDispatch(b *testing.B) {
 	gen, err := engine.New(engine.Config{Layout: engine.Layout{Epoch: engine.DefaultLayout().Epoch, TimeBits: 41, WorkerBits: 2, SeqBits: 20, GeneBits: 8},
-		Worker: 3, MaxBorrow: time.Hour, LeaseEndMS: math.MaxInt64, Monotonic: engine.MonotonicClock(), TSC: true}, time.Now, &memHighWater{})
+		Worker: 3, MaxBorrow: time.Hour, LeaseEndMS: math.MaxInt64, Monotonic: engine.MonotonicClock()}, time.Now, &memHighWater{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -83,11 +83,11 @@ func tagCommands() []*command {
 func (s *Server) clusterError(conn redcon.Conn, err error) {
 	switch {
 	case errors.Is(err, engine.ErrNoLeader), errors.Is(err, context.DeadlineExceeded):
-		// The cluster's words after its sentinel's say why, when there
-		// are any (a FORGET of the leader: leadership is moving).
+		// The error's detail says why, when it has one (a FORGET of the
+		// leader: leadership is moving).
 		msg := "no leader reachable for this request; try again"
-		if why, ok := strings.CutPrefix(err.Error(), engine.ErrNoLeader.Error()+": "); ok && why != "" {
-			msg += " (" + why + ")"
+		if nl := (*engine.NoLeaderError)(nil); errors.As(err, &nl) && nl.Detail != "" {
+			msg += " (" + nl.Detail + ")"
 		}
 		s.errorReply(conn, "TRYAGAIN "+msg)
 	case errors.Is(err, engine.ErrOverflow):

@@ -50,7 +50,7 @@ var generators = []peers.Generator{
 		// ceiling, which no sustained load can.
 		// The machine's clocks, as a node passes them.
 		gen, err := engine.New(engine.Config{Layout: layout, Worker: 1, MaxBorrow: 0, LeaseEndMS: math.MaxInt64,
-			Monotonic: engine.MonotonicClock(), TSC: true}, time.Now, &memHighWater{})
+			Monotonic: engine.MonotonicClock()}, time.Now, &memHighWater{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -79,7 +79,7 @@ func BenchmarkEngine(b *testing.B) {
 // generator it measures hands out strictly increasing IDs.
 func TestEngineIsUniqueAndIncreasing(t *testing.T) {
 	gen, err := engine.New(engine.Config{Layout: engine.DefaultLayout(), Worker: 1, LeaseEndMS: math.MaxInt64,
-		Monotonic: engine.MonotonicClock(), TSC: true}, time.Now, &memHighWater{})
+		Monotonic: engine.MonotonicClock()}, time.Now, &memHighWater{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -372,7 +372,7 @@ func Open(cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("the cluster removed this node and its state was moved aside into %s, but it has not joined again: "+
 			"it may not start a cluster of its own; start it with --join and a member's address", filepath.Join(cfg.Dir, "removed"))
 	}
-	if join && clusterID == "" && !movedAside && n.firstOfJoin() && !n.anyPeerAnswers() {
+	if join && clusterID == "" && !movedAside && n.firstOfJoin() && !n.anyPeerHoldsACluster() {
 		// The first of the StatefulSet's pods, on its first start: nobody
 		// to join, so it bootstraps. The same pod replaced later with an
 		// empty volume finds its peers and joins (and should it ever start

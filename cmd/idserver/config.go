@@ -78,6 +78,11 @@ type Config struct {
 	// RaftTimeoutScale scales every Raft timing and the timeouts derived
 	// from them (cluster.TimingFor).
 	RaftTimeoutScale float64
+
+	// envIgnored names the IDSERVER_<NAME> variables left unread because
+	// their value is a Kubernetes service link (serviceLink), one warning
+	// each.
+	envIgnored []string
 }
 
 // parseConfig reads flags, then IDSERVER_<NAME> from the environment for
@@ -153,6 +158,11 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 	fs.VisitAll(func(f *flag.Flag) {
 		name := "IDSERVER_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		if v := getenv(name); v != "" && !given[f.Name] && envErr == nil {
+			if serviceLink(v) {
+				c.envIgnored = append(c.envIgnored, fmt.Sprintf("%s=%q is ignored: it is a Kubernetes service link "+
+					"(a Service named idserver in the namespace), not a value for --%s; set enableServiceLinks: false in the pod spec", name, v, f.Name))
+				return
+			}
 			if err := fs.Set(f.Name, v); err != nil {
 				envErr = fmt.Errorf("%s=%q: %v", name, v, err)
 			}
@@ -167,6 +177,19 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 		}
 	})
 	return c, envErr
+}
+
+// serviceLink reports whether v is what Kubernetes puts in <SERVICE>_PORT
+// and <SERVICE>_PORT_<port>_<PROTO> for every Service of the namespace
+// (tcp://10.96.0.9:6380): a Service named idserver makes IDSERVER_PORT one,
+// where --port is read from. No flag of idserver takes such a value.
+func serviceLink(v string) bool {
+	for _, scheme := range []string{"tcp://", "udp://", "sctp://"} {
+		if strings.HasPrefix(v, scheme) {
+			return true
+		}
+	}
+	return false
 }
 
 // Validate checks the values together and fills the derived ones.
@@ -270,7 +293,7 @@ func (c *Config) Validate() error {
 
 // warnings are settings that start but deserve a word in the log.
 func (c *Config) warnings() []string {
-	var out []string
+	out := append([]string(nil), c.envIgnored...)
 	if c.Voters%2 == 0 {
 		voters := fmt.Sprintf("%d voters", c.Voters-1)
 		if c.Voters == 2 {

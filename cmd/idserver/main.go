@@ -228,7 +228,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return fail(err)
 	}
 	if metrics != nil {
-		src := &metricSources{resp: n.Server, gen: n.Gen, segs: n.Segments, cl: n.Cluster, notMember: n.NotMember}
+		src := &metricSources{resp: n.Server, gen: n.Gen, segs: n.Segments, cl: n.Cluster, notMember: n.NotMember, ready: n.Ready}
 		if certs != nil {
 			src.tlsNotAfter = certs.notAfter
 		}

@@ -38,6 +38,8 @@ type metricSources struct {
 	segs      *engine.Segments
 	cl        *cluster.Cluster
 	notMember func() bool
+	// ready is nil while the node issues NEXTID, else why not (node.Ready).
+	ready func() error
 	// tlsNotAfter is when the TLS certificate in use expires; nil without TLS.
 	tlsNotAfter func() time.Time
 }
@@ -67,6 +69,16 @@ func startMetrics(addr, password string, log *slog.Logger) (*metricsServer, erro
 			http.Error(w, "not ready: autopilot has not settled this member yet (it is not a voter and voters are missing)",
 				http.StatusServiceUnavailable)
 			return
+		}
+		// ?ready: and it issues NEXTID now (a worker lease covers the
+		// clock), so that no client is sent to a node that answers
+		// TRYAGAIN; the liveness probe does not ask it, since a node
+		// cut off from the quorum mends by itself once it is reached.
+		if src := m.src.Load(); r.URL.Query().Has("ready") && src != nil && src.ready != nil {
+			if err := src.ready(); err != nil {
+				http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+				return
+			}
 		}
 		w.Write([]byte("ok\n"))
 	})

@@ -1,0 +1,83 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// peerState is what one other address of --join says of itself when the
+// first pod of a StatefulSet decides whether to bootstrap.
+type peerState int
+
+const (
+	peerAbsent  peerState = iota // accepts no connection
+	peerFresh                    // answers, and holds no cluster: a pod starting for the first time, waiting to join
+	peerMember                   // answers with a cluster ID: a cluster exists to join
+	peerUnknown                  // accepts a connection but gives no answer (yet)
+)
+
+// anyPeerHoldsACluster reports whether the first pod of --join must join
+// rather than bootstrap: some other address answers as the member of a
+// cluster within bootstrapProbe, or accepts a connection without answering
+// until the end of it (a member still opening its directory). Addresses
+// that accept no connection, and pods that answer with no cluster ID (the
+// other pods of a StatefulSet created with podManagementPolicy Parallel,
+// each waiting to join), leave the first pod to bootstrap: none of them
+// ever bootstraps, so without it they would wait for each other forever.
+func (n *Node) anyPeerHoldsACluster() bool {
+	deadline := time.Now().Add(bootstrapProbe)
+	for {
+		unknown := false
+		for _, a := range n.joinAddrs() {
+			switch n.peerState(a) {
+			case peerMember:
+				return true
+			case peerUnknown:
+				unknown = true
+			}
+		}
+		if time.Now().After(deadline) {
+			return unknown
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// peerState asks addr, as a client with the cluster's password, for its
+// INFO cluster, which a node answers while it starts too.
+func (n *Node) peerState(addr string) peerState {
+	c, err := net.DialTimeout("tcp", addr, 500*time.Millisecond)
+	if err != nil {
+		return peerAbsent
+	}
+	c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	rdb := redis.NewClient(&redis.Options{Addr: addr, Password: n.cfg.RequirePass, TLSConfig: n.cfg.TLSClient,
+		Protocol: 2, MaxRetries: -1, DisableIdentity: true, DialTimeout: 500 * time.Millisecond})
+	defer rdb.Close()
+	info, err := rdb.Info(ctx, "cluster").Result()
+	var re redis.Error
+	switch {
+	case errors.As(err, &re):
+		// An answer, but not INFO's (a wrong password, another server):
+		// it is something, and this pod must not start a cluster beside it.
+		return peerMember
+	case err != nil:
+		return peerUnknown
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if id, ok := strings.CutPrefix(strings.TrimSpace(line), "cluster_id:"); ok {
+			if id == "" {
+				return peerFresh
+			}
+			return peerMember
+		}
+	}
+	return peerMember // no cluster_id line: not an idserver this pod knows how to read
+}

@@ -26,17 +26,17 @@ import (
 // 16384 slots into contiguous ranges over the live members, in node-ID
 // order, each member the master of one range, with no replicas:
 //
-//   - Every node answers the same map (the members are the Raft
-//     configuration's, the same on every node, and a member is live when
-//     this node reaches its RESP port, which on a healthy network every
-//     node sees alike). So a client sends one tag's commands to one node
+//   - Every node answers the same map (the members are the replicated
+//     member list, the same on every node, and a member is live when this
+//     node reaches its RESP port, which on a healthy network every node
+//     sees alike). So a client sends one tag's commands to one node
 //     however often it refreshes and from whichever node, and that tag's
 //     INCRs answer increasing values, as from Redis. A map naming the
 //     answering node the master of every slot (Dragonfly's emulation)
 //     differs from node to node: a client that refreshes its map from
-//     another node (ioredis every 5 s, go-redis every 10 s) moves its
-//     tags to that node, whose buffered values of a tag may lie below the
-//     ones it had, and a counter goes back.
+//     another node (go-redis every 10 s, from one picked at random) moves
+//     its tags to that node, whose buffered values of a tag may lie below
+//     the ones it had, and a counter goes back.
 //   - Tags spread over the nodes, as do commands without a key, which
 //     clients send to a random slot.
 //   - When a node dies, the live nodes stop naming it: its range is split
@@ -46,8 +46,13 @@ import (
 //     nodes. A tag's values then come from a segment the new node takes
 //     above every value issued, so they still increase.
 //
-// No reply is ever MOVED or ASK: a command that reaches a node the map
-// does not name (a client with an older map) is served all the same.
+// A command on a key whose slot this node's map gives another member is
+// answered MOVED, as Redis Cluster answers it (never ASK: no slot
+// migrates). ioredis sends the commands of a slot whose master it has
+// dropped to a random node and counts on MOVED to send them on and to
+// refresh its map; served there instead, a tag's INCRs would interleave
+// two nodes' segments and go back, for as long as ioredis keeps the map. The
+// map a MOVED is decided by is this node's last, at most slotMapTTL old.
 
 // clusterSlots is the number of hash slots of Redis Cluster.
 const clusterSlots = 16384
@@ -95,9 +100,11 @@ func hexNodeID(nodeID string) string {
 
 // members is this node, first, and the other members that are live: each
 // with the RESP address it advertises, read from the cluster's status
-// (CLUSTER INFO's member lines). A member the leader's health view calls
-// unhealthy or failed is left out, and so is one whose RESP port this node
-// cannot reach (probes). This node's own address is the one it advertises, or the
+// (CLUSTER INFO's member lines), less those whose RESP port this node
+// cannot reach (probes). The leader's health view is not asked: it is the
+// leader's, copied to the others now and then, and after the leader dies
+// the new one calls members unhealthy until it hears from them, so two
+// nodes would answer different maps. This node's own address is the one it advertises, or the
 // address the client reached it at when it advertises none it can be
 // reached at (an unspecified host such as 0.0.0.0).
 func (s *Server) members(c *client) []member {
@@ -120,7 +127,7 @@ func (s *Server) members(c *client) []member {
 				if ok {
 					self.host, self.port = host, port
 				}
-			case ok && f["health"] != "unhealthy" && f["health"] != "failed":
+			case ok:
 				others = append(others, member{nodeID: f["id"], host: host, port: port})
 			}
 		}
@@ -219,6 +226,55 @@ func (s *Server) tagsInSlot(slot int, limit int64) []string {
 	}
 }
 
+// slotMapTTL is how long the map MOVED is decided by is kept.
+const slotMapTTL = 100 * time.Millisecond
+
+// slotMap is this node's last map, for MOVED.
+type slotMap struct {
+	at     time.Time
+	ranges []slotRange
+}
+
+// movedTo is the address of the member the map gives slot to, "" when it
+// is this node (or no map could be made). A map older than slotMapTTL is
+// made again by one caller at a time; the others use the old one.
+func (s *Server) movedTo(c *client, slot int) string {
+	m := s.slotMap.Load()
+	if (m == nil || time.Since(m.at) > slotMapTTL) && s.slotMapMu.TryLock() {
+		m = &slotMap{at: time.Now(), ranges: slotRanges(s.members(c))}
+		s.slotMap.Store(m)
+		s.slotMapMu.Unlock()
+	}
+	if m == nil {
+		return ""
+	}
+	for _, r := range m.ranges {
+		if r.first <= slot && slot <= r.last {
+			if r.m.self {
+				return ""
+			}
+			return r.m.addr()
+		}
+	}
+	return ""
+}
+
+// moved answers Redis Cluster's redirection of a command on a key whose
+// slot another member serves (refused as an unknown command is: inside
+// MULTI, EXEC then aborts), and reports whether it did.
+func (s *Server) moved(c *client, conn redcon.Conn, def *command, args [][]byte) bool {
+	if def.keys[0] <= 0 || def.keys[0] >= len(args) {
+		return false
+	}
+	slot := keySlot(args[def.keys[0]])
+	addr := s.movedTo(c, slot)
+	if addr == "" {
+		return false
+	}
+	s.refuse(c, conn, "MOVED "+strconv.Itoa(slot)+" "+addr)
+	return true
+}
+
 // slotRange is a member and the slots it is the master of.
 type slotRange struct {
 	first, last int
@@ -241,6 +297,7 @@ func slotRanges(ms []member) []slotRange {
 // Redis 7 writes a node: ip, port, ID and an empty map of further endpoints.
 func (s *Server) clusterSlotsReply(c *client, conn redcon.Conn) {
 	ranges := slotRanges(s.members(c))
+	s.slotMap.Store(&slotMap{at: time.Now(), ranges: ranges})
 	conn.WriteArray(len(ranges))
 	for _, r := range ranges {
 		conn.WriteArray(3)

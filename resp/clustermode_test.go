@@ -24,8 +24,8 @@ func TestKeySlotIsRedisClusters(t *testing.T) {
 }
 
 // fourMembers is a fake cluster of four members besides this node (n1):
-// n2 (healthy) and n3 (health unknown) listening, n4 failed in the
-// leader's view, n5 healthy but not listening.
+// n2, n3 and n4 listening (n4 failed in the leader's view), n5 healthy
+// but not listening.
 type fourMembers struct {
 	*fakeCluster
 	self, n2, n3, n4, n5 string
@@ -63,8 +63,8 @@ func newFourMembers(t *testing.T, self string) fourMembers {
 
 // TestClusterModeSplitsTheSlotsOverLiveMembers: CLUSTER SLOTS, SHARDS and
 // NODES as go-redis parses them: the slots split in node-ID order over
-// this node and the members it reaches that the leader does not call down
-// (n2, n3), each the only node of its range; MYID is 40 hex digits;
+// this node and the members it reaches (n2, n3, n4: whatever the leader's
+// health view says), each the only node of its range; MYID is 40 hex digits;
 // CLUSTER INFO starts with Redis's own lines.
 func TestClusterModeSplitsTheSlotsOverLiveMembers(t *testing.T) {
 	srv, addr := startServerT(t, Config{NodeID: "n1", EmulateCluster: true})
@@ -83,7 +83,7 @@ func TestClusterModeSplitsTheSlotsOverLiveMembers(t *testing.T) {
 		want := []struct {
 			first, last int
 			addr        string
-		}{{0, 5460, addr}, {5461, 10921, f.n2}, {10922, 16383, f.n3}}
+		}{{0, 4095, addr}, {4096, 8191, f.n2}, {8192, 12287, f.n3}, {12288, 16383, f.n4}}
 		if len(slots) != len(want) {
 			t.Fatalf("RESP%d CLUSTER SLOTS: %+v", proto, slots)
 		}
@@ -100,7 +100,7 @@ func TestClusterModeSplitsTheSlotsOverLiveMembers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(shards) != 3 || len(shards[1].Slots) != 1 || shards[1].Slots[0].Start != 5461 || len(shards[1].Nodes) != 1 ||
+		if len(shards) != 4 || len(shards[1].Slots) != 1 || shards[1].Slots[0].Start != 4096 || len(shards[1].Nodes) != 1 ||
 			shards[0].Nodes[0].Role != "master" || shards[0].Nodes[0].Port != int64(portOf(t, addr)) || shards[2].Nodes[0].Health != "online" {
 			t.Fatalf("RESP%d CLUSTER SHARDS: %+v", proto, shards)
 		}
@@ -109,13 +109,13 @@ func TestClusterModeSplitsTheSlotsOverLiveMembers(t *testing.T) {
 			t.Fatal(err)
 		}
 		lines := strings.Split(strings.TrimSpace(text), "\n")
-		if len(lines) != 3 || !strings.HasPrefix(lines[0], myID+" "+addr+"@0 myself,master - ") || !strings.HasSuffix(lines[0], " connected 0-5460") ||
-			!strings.Contains(lines[2], " "+f.n3+"@0 master - ") || !strings.HasSuffix(lines[2], " connected 10922-16383") {
+		if len(lines) != 4 || !strings.HasPrefix(lines[0], myID+" "+addr+"@0 myself,master - ") || !strings.HasSuffix(lines[0], " connected 0-4095") ||
+			!strings.Contains(lines[2], " "+f.n3+"@0 master - ") || !strings.HasSuffix(lines[2], " connected 8192-12287") {
 			t.Fatalf("CLUSTER NODES:\n%s", text)
 		}
 		info, err := c.ClusterInfo(ctx).Result()
-		if err != nil || !strings.HasPrefix(info, "cluster_state:ok\r\ncluster_slots_assigned:16384\r\n") || !strings.Contains(info, "cluster_known_nodes:3\r\n") ||
-			!strings.Contains(info, "cluster_size:3\r\n") || !strings.Contains(info, "\r\nnode_id:n1\r\n") {
+		if err != nil || !strings.HasPrefix(info, "cluster_state:ok\r\ncluster_slots_assigned:16384\r\n") || !strings.Contains(info, "cluster_known_nodes:4\r\n") ||
+			!strings.Contains(info, "cluster_size:4\r\n") || !strings.Contains(info, "\r\nnode_id:n1\r\n") {
 			t.Fatalf("CLUSTER INFO: %v\n%s", err, info)
 		}
 		if n, err := c.ClusterKeySlot(ctx, "somekey").Result(); err != nil || n != 11058 {
@@ -125,6 +125,28 @@ func TestClusterModeSplitsTheSlotsOverLiveMembers(t *testing.T) {
 			if err := c.Do(ctx, cmd...).Err(); err != nil {
 				t.Fatalf("%v: %v", cmd, err)
 			}
+		}
+		// A tag of n2's range is sent there, inside MULTI too (EXEC then
+		// aborts); one of this node's is served.
+		var theirs, ours string
+		for i := 0; theirs == "" || ours == ""; i++ {
+			k := "k" + strconv.Itoa(i)
+			switch slot := keySlot([]byte(k)); {
+			case slot >= 4096 && slot <= 8191:
+				theirs = k
+			case slot <= 4095:
+				ours = k
+			}
+		}
+		moved := "MOVED " + strconv.Itoa(keySlot([]byte(theirs))) + " " + f.n2
+		if err := c.Set(ctx, theirs, 5, 0).Err(); err == nil || err.Error() != moved {
+			t.Fatalf("RESP%d SET %s: %v, want %s", proto, theirs, err, moved)
+		}
+		if err := c.Set(ctx, ours, 5, 0).Err(); err != nil {
+			t.Fatalf("RESP%d SET %s: %v", proto, ours, err)
+		}
+		if _, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error { p.Get(ctx, theirs); return nil }); err == nil || !strings.HasPrefix(err.Error(), "EXECABORT") {
+			t.Fatalf("RESP%d MULTI GET %s EXEC: %v", proto, theirs, err)
 		}
 	}
 }
@@ -162,8 +184,7 @@ func TestCountKeysInSlot(t *testing.T) {
 
 // TestSentinelNamesTheAnsweringNode: every name gets this node's address;
 // MASTERS lists the configured names; REPLICAS and SENTINELS the live
-// members (n2, n3: not n4, failed, nor n5, not listening); ROLE is a
-// master's.
+// members (n2, n3, n4: not n5, not listening); ROLE is a master's.
 func TestSentinelNamesTheAnsweringNode(t *testing.T) {
 	srv, addr := startServerT(t, Config{NodeID: "n1", SentinelMasters: []string{"ids", "orders"}})
 	f := newFourMembers(t, addr)
@@ -183,22 +204,22 @@ func TestSentinelNamesTheAnsweringNode(t *testing.T) {
 			t.Fatalf("RESP%d SENTINEL MASTERS: %v, %v", proto, masters, err)
 		}
 		m, err := sc.Master(ctx, "orders").Result()
-		if err != nil || m["name"] != "orders" || m["flags"] != "master" || m["num-other-sentinels"] != "2" || m["quorum"] != "2" {
+		if err != nil || m["name"] != "orders" || m["flags"] != "master" || m["num-other-sentinels"] != "3" || m["quorum"] != "3" {
 			t.Fatalf("RESP%d SENTINEL MASTER: %v, %v", proto, m, err)
 		}
 		replicas, err := sc.Replicas(ctx, "orders").Result()
-		if err != nil || len(replicas) != 2 || net.JoinHostPort(replicas[0]["ip"], replicas[0]["port"]) != f.n2 || net.JoinHostPort(replicas[1]["ip"], replicas[1]["port"]) != f.n3 || replicas[0]["flags"] != "slave" {
+		if err != nil || len(replicas) != 3 || net.JoinHostPort(replicas[0]["ip"], replicas[0]["port"]) != f.n2 || net.JoinHostPort(replicas[1]["ip"], replicas[1]["port"]) != f.n3 || replicas[0]["flags"] != "slave" {
 			t.Fatalf("RESP%d SENTINEL REPLICAS: %v, %v", proto, replicas, err)
 		}
 		sentinels, err := sc.Sentinels(ctx, "orders").Result()
-		if err != nil || len(sentinels) != 2 || net.JoinHostPort(sentinels[1]["ip"], sentinels[1]["port"]) != f.n3 {
+		if err != nil || len(sentinels) != 3 || net.JoinHostPort(sentinels[1]["ip"], sentinels[1]["port"]) != f.n3 {
 			t.Fatalf("RESP%d SENTINEL SENTINELS: %v, %v", proto, sentinels, err)
 		}
-		if q, err := sc.CkQuorum(ctx, "orders").Result(); err != nil || !strings.HasPrefix(q, "OK 3 usable Sentinels") {
+		if q, err := sc.CkQuorum(ctx, "orders").Result(); err != nil || !strings.HasPrefix(q, "OK 4 usable Sentinels") {
 			t.Fatalf("RESP%d SENTINEL CKQUORUM: %q, %v", proto, q, err)
 		}
 		role, err := newClient(t, addr, proto, "").Do(ctx, "ROLE").Slice()
-		if err != nil || len(role) != 3 || role[0] != "master" || len(role[2].([]any)) != 2 {
+		if err != nil || len(role) != 3 || role[0] != "master" || len(role[2].([]any)) != 3 {
 			t.Fatalf("RESP%d ROLE: %v, %v", proto, role, err)
 		}
 	}

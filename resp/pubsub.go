@@ -28,10 +28,10 @@ func (p *subscriptions) count() int { return len(p.channels) + len(p.patterns) }
 // pubsubCommands are SUBSCRIBE, PSUBSCRIBE and their undoing.
 func pubsubCommands() []*command {
 	return []*command{
-		{name: "subscribe", arity: -2, flags: []string{"pubsub", "noscript", "loading", "stale"}, summary: "Subscribe to Sentinel's event channels (+switch-master, ...): none is ever published", handler: cmdSubscribe},
-		{name: "psubscribe", arity: -2, flags: []string{"pubsub", "noscript", "loading", "stale"}, summary: "Subscribe to patterns of Sentinel's event channels", handler: cmdSubscribe},
-		{name: "unsubscribe", arity: -1, flags: []string{"pubsub", "noscript", "loading", "stale"}, summary: "Drop channel subscriptions", handler: cmdUnsubscribe},
-		{name: "punsubscribe", arity: -1, flags: []string{"pubsub", "noscript", "loading", "stale"}, summary: "Drop pattern subscriptions", handler: cmdUnsubscribe},
+		{name: "subscribe", arity: -2, flags: []string{"pubsub"}, summary: "Subscribe to Sentinel's event channels (+switch-master, ...): none is ever published", handler: cmdSubscribe},
+		{name: "psubscribe", arity: -2, flags: []string{"pubsub"}, summary: "Subscribe to patterns of Sentinel's event channels", handler: cmdSubscribe},
+		{name: "unsubscribe", arity: -1, flags: []string{"pubsub"}, summary: "Drop channel subscriptions", handler: cmdUnsubscribe},
+		{name: "punsubscribe", arity: -1, flags: []string{"pubsub"}, summary: "Drop pattern subscriptions", handler: cmdUnsubscribe},
 	}
 }
 

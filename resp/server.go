@@ -88,14 +88,16 @@ type Server struct {
 
 	nextClientID atomic.Int64
 	stats        stats
-	clockBehind  atomic.Bool    // answering CLOCKBACK; logged on each change
-	issueFailAt  atomic.Int64   // unix ns of the last "issue failed" log: one a second
-	ready        atomic.Bool    // Config.Ready said true once
-	cmdStats     []commandStats // by command index
-	errorsByCode []atomic.Int64 // by ErrorCodes index
-	instant      instant        // INFO's instantaneous rates and memory peak
-	authLog      authFailureLog // the rate-limited log of AUTH failures
-	probes       probes         // which members answer, for CLUSTER SLOTS and SENTINEL (clustermode.go)
+	clockBehind  atomic.Bool             // answering CLOCKBACK; logged on each change
+	issueFailAt  atomic.Int64            // unix ns of the last "issue failed" log: one a second
+	ready        atomic.Bool             // Config.Ready said true once
+	cmdStats     []commandStats          // by command index
+	errorsByCode []atomic.Int64          // by ErrorCodes index
+	instant      instant                 // INFO's instantaneous rates and memory peak
+	authLog      authFailureLog          // the rate-limited log of AUTH failures
+	probes       probes                  // which members answer, for CLUSTER SLOTS and SENTINEL (clustermode.go)
+	slotMap      atomic.Pointer[slotMap] // the last map, for MOVED (clustermode.go)
+	slotMapMu    sync.Mutex              // held while the map is made again
 }
 
 // stats are the counters INFO reports.
@@ -328,6 +330,7 @@ func (s *Server) handle(c *client, cn *connection, p *frameParser, args [][]byte
 		s.reject(c, cn, def, errLoading)
 	case c.pubsub.count() > 0 && c.proto == 2 && !allowedSubscribed[def.name]:
 		s.reject(c, cn, def, errSubscribedContext(def.name))
+	case s.cfg.EmulateCluster && def.keys[0] > 0 && s.moved(c, cn, def, args):
 	case c.tx.active && !notQueued[def.name]:
 		s.queue(c, cn, def, args)
 	case def.run != nil && len(args) == def.runArgs:

@@ -91,6 +91,11 @@ type Config struct {
 	// PublicKey is --public-key: nil lets the cluster make one at bootstrap;
 	// set, it must be the cluster's.
 	PublicKey []byte
+
+	// EmulateCluster and SentinelMasters are resp.Config's (--cluster-mode
+	// emulated, --sentinel-masters).
+	EmulateCluster  bool
+	SentinelMasters []string
 }
 
 // Node is a running node.
@@ -434,6 +439,7 @@ func Open(cfg Config) (_ *Node, err error) {
 		Port: n.ln.Addr().(*net.TCPAddr).Port, Bind: cfg.Bind, Logger: cfg.Logger, MaxClients: cfg.MaxClients,
 		Segments: n.Segments, Cluster: n.Cluster, RequestTimeout: n.Cluster.Timing().Request, Ready: ready.Load,
 		Debug: cfg.Debug, ClientOutputLimit: cfg.ClientOutputLimit, ClientOutputTimeout: cfg.ClientOutputTimeout,
+		EmulateCluster: cfg.EmulateCluster, SentinelMasters: cfg.SentinelMasters,
 	}, n.ids)
 	var serving net.Listener = n.ln
 	if cfg.TLSServer != nil {

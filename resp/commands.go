@@ -81,7 +81,8 @@ var loadCommandsOnce sync.Once
 // numbers the commands in name order for the per-command counters.
 func loadCommandTable() {
 	loadCommandsOnce.Do(func() {
-		commandTable = buildCommandTable(idCommands(), connCommands(), tagCommands(), uuidCommands(), publicCommands(), debugCommands())
+		commandTable = buildCommandTable(idCommands(), connCommands(), tagCommands(), uuidCommands(), publicCommands(), debugCommands(),
+			clusterModeCommands(), sentinelCommands(), pubsubCommands())
 		for i, name := range sortedCommandNames() {
 			commandTable[name].index = i
 		}
@@ -293,6 +294,16 @@ func (s *Server) writeDecoded(c *client, conn redcon.Conn, id int64, withID bool
 }
 
 func cmdPing(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+	if c.pubsub.count() > 0 && c.proto == 2 { // Redis's reply in the subscribed context
+		conn.WriteArray(2)
+		conn.WriteBulkString("pong")
+		if len(args) > 1 {
+			conn.WriteBulk(args[1])
+		} else {
+			conn.WriteBulkString("")
+		}
+		return
+	}
 	switch len(args) {
 	case 1:
 		conn.WriteString("PONG")

@@ -254,11 +254,12 @@ func (s *Server) infoErrorstats() []string {
 	return lines
 }
 
-// infoCluster: cluster_enabled:0 (no Redis Cluster protocol: clients must
-// not look for slots), then the Raft view; its role is raft_role, so that
-// a client folding INFO into one map keeps role:master.
+// infoCluster: cluster_enabled, 1 in the emulated cluster mode (every node
+// answers CLUSTER SLOTS as the master of every slot: clustermode.go), then
+// the Raft view; its role is raft_role, so that a client folding INFO into
+// one map keeps role:master.
 func (s *Server) infoCluster() []string {
-	lines := []string{kv("cluster_enabled", 0)}
+	lines := []string{kv("cluster_enabled", b2i(s.cfg.EmulateCluster))}
 	if s.cfg.Cluster == nil {
 		return lines
 	}

@@ -75,7 +75,9 @@ func tagCommands() []*command {
 		{name: "decr", arity: 2, keys: oneKey, flags: []string{"write"}, summary: "Refused: values never go back", handler: cmdNeverBack},
 		{name: "decrby", arity: 3, keys: oneKey, flags: []string{"write"}, summary: "Refused: values never go back", handler: cmdNeverBack},
 		{name: "del", arity: -2, keys: allKeys, flags: []string{"write"}, summary: "Refused: values never go back", handler: cmdNeverBack},
-		{name: "cluster", arity: -2, subs: map[string]int{"help": 2, "info": 2, "leader": 2, "join": 5, "forget": 3, "backup": 2}, flags: []string{"admin"}, summary: "INFO, LEADER, JOIN, FORGET, BACKUP", handler: cmdCluster},
+		{name: "cluster", arity: -2, subs: map[string]int{"help": 2, "info": 2, "leader": 2, "join": 5, "forget": 3, "backup": 2,
+			"slots": 2, "shards": 2, "nodes": 2, "myid": 2, "myshardid": 2, "keyslot": 3, "countkeysinslot": 3, "getkeysinslot": 4},
+			flags: []string{"admin"}, summary: "INFO, LEADER, JOIN, FORGET, BACKUP; SLOTS, SHARDS, NODES, MYID, KEYSLOT, COUNTKEYSINSLOT as an emulated Redis Cluster", handler: cmdCluster},
 	}
 }
 
@@ -343,9 +345,15 @@ func cmdCluster(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	cl := s.cfg.Cluster
 	ctx, cancel := context.WithTimeout(context.Background(), s.requestTimeout())
 	defer cancel()
+	if s.clusterMode(c, conn, sub, args) {
+		return
+	}
 	switch sub {
 	case "info":
 		var b strings.Builder
+		for _, line := range s.clusterInfoLines(c) {
+			b.WriteString(line + "\r\n")
+		}
 		for _, kv := range cl.Info() {
 			b.WriteString(kv[0] + ":" + kv[1] + "\r\n")
 		}

@@ -54,6 +54,13 @@ type Config struct {
 	// it they are written before the command goes on (see conn.go).
 	// DefaultClientOutputLimit when 0.
 	ClientOutputLimit int
+	// EmulateCluster answers Redis Cluster's commands (clustermode.go);
+	// false answers them as a Redis without cluster support does.
+	EmulateCluster bool
+	// SentinelMasters are the master names SENTINEL MASTERS lists
+	// (sentinel.go); DefaultSentinelMaster when empty. The subcommands that
+	// take a name accept any.
+	SentinelMasters []string
 	// ClientOutputTimeout is how long a write of replies waits for the
 	// client to read (at most twice it); a client that takes none in that
 	// time is closed. DefaultClientOutputTimeout when 0.
@@ -81,13 +88,16 @@ type Server struct {
 
 	nextClientID atomic.Int64
 	stats        stats
-	clockBehind  atomic.Bool    // answering CLOCKBACK; logged on each change
-	issueFailAt  atomic.Int64   // unix ns of the last "issue failed" log: one a second
-	ready        atomic.Bool    // Config.Ready said true once
-	cmdStats     []commandStats // by command index
-	errorsByCode []atomic.Int64 // by ErrorCodes index
-	instant      instant        // INFO's instantaneous rates and memory peak
-	authLog      authFailureLog // the rate-limited log of AUTH failures
+	clockBehind  atomic.Bool             // answering CLOCKBACK; logged on each change
+	issueFailAt  atomic.Int64            // unix ns of the last "issue failed" log: one a second
+	ready        atomic.Bool             // Config.Ready said true once
+	cmdStats     []commandStats          // by command index
+	errorsByCode []atomic.Int64          // by ErrorCodes index
+	instant      instant                 // INFO's instantaneous rates and memory peak
+	authLog      authFailureLog          // the rate-limited log of AUTH failures
+	probes       probes                  // which members answer, for CLUSTER SLOTS and SENTINEL (clustermode.go)
+	slotMap      atomic.Pointer[slotMap] // the last map, for MOVED (clustermode.go)
+	slotMapMu    sync.Mutex              // held while the map is made again
 }
 
 // stats are the counters INFO reports.
@@ -152,6 +162,7 @@ type client struct {
 	ids     []int64                // reused reply buffer
 	tag     string                 // the last tag a run of INCRs named, kept so that the next run allocates none
 	tx      txState                // MULTI ... EXEC
+	pubsub  subscriptions          // SUBSCRIBE and PSUBSCRIBE (pubsub.go)
 	// authFailures counts the AUTHs refused on this connection since it
 	// last authenticated: past authFreeFailures each one waits (authDelay).
 	authFailures int
@@ -317,6 +328,9 @@ func (s *Server) handle(c *client, cn *connection, p *frameParser, args [][]byte
 		s.reject(c, cn, def, "NOAUTH Authentication required.")
 	case !def.whileLoading && !s.isReady():
 		s.reject(c, cn, def, errLoading)
+	case c.pubsub.count() > 0 && c.proto == 2 && !allowedSubscribed[def.name]:
+		s.reject(c, cn, def, errSubscribedContext(def.name))
+	case s.cfg.EmulateCluster && def.keys[0] > 0 && s.moved(c, cn, def, args):
 	case c.tx.active && !notQueued[def.name]:
 		s.queue(c, cn, def, args)
 	case def.run != nil && len(args) == def.runArgs:

@@ -173,6 +173,7 @@ func cmdUnwatch(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 // password the connection must AUTH again.
 func cmdReset(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	c.tx.reset()
+	c.pubsub = subscriptions{}
 	c.mu.Lock()
 	c.proto, c.name = 2, ""
 	c.mu.Unlock()

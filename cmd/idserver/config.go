@@ -55,6 +55,11 @@ type Config struct {
 	Zone        string
 	ShowVersion bool
 	EnableDebug bool // DEBUG CLOCK steps the clock IDs are issued on (fault tests only)
+	// ClusterMode is --cluster-mode: off, or emulated (Redis Cluster's
+	// commands, every node the master of every slot).
+	ClusterMode string
+	// SentinelMasters is --sentinel-masters, the names SENTINEL MASTERS lists.
+	SentinelMasters string
 
 	// SnapshotThreshold and SnapshotInterval are Raft's (0: Raft's 8192
 	// entries and 2m).
@@ -137,6 +142,8 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 	fs.StringVar(&c.Zone, "zone", "", "failure domain of this node (a rack, zone or region): voters are spread over zones")
 	fs.Float64Var(&c.RaftTimeoutScale, "raft-timeout-scale", 1, fmt.Sprintf("multiplies every Raft timing (heartbeat and election %v, leader lease, commit) and the apply, forward and request timeouts derived from them; 1 to %d, the same on every node (raise it on a loaded machine: see docs/operations.md)", cluster.BaseElection, cluster.MaxTimeoutScale))
 	fs.BoolVar(&c.ShowVersion, "version", false, "print the version and exit")
+	fs.StringVar(&c.ClusterMode, "cluster-mode", "off", "off, or emulated: answer Redis Cluster's CLUSTER SLOTS, SHARDS, NODES (each node the master of every slot) so that cluster clients connect (see docs/clients.md)")
+	fs.StringVar(&c.SentinelMasters, "sentinel-masters", resp.DefaultSentinelMaster, "comma-separated master names SENTINEL MASTERS lists, for Sentinel clients that look their name up there (redis-py); SENTINEL GET-MASTER-ADDR-BY-NAME takes any name")
 	fs.BoolVar(&c.EnableDebug, "enable-debug-command", false, "answer DEBUG CLOCK, which steps the clock IDs are issued on (fault tests only)")
 	fs.StringVar(&c.PublicKey, "public-key", "", "public-ID key, 64 hex digits (AES-256), the same on every node; default: one the cluster makes at bootstrap and replicates")
 	if err := fs.Parse(args); err != nil {
@@ -253,6 +260,8 @@ func (c *Config) Validate() error {
 		return errors.New("--tls-ca goes with --tls-cert and --tls-key")
 	case c.ProtectedMode != "yes" && c.ProtectedMode != "no":
 		return fmt.Errorf("--protected-mode %q: yes or no", c.ProtectedMode)
+	case c.ClusterMode != "off" && c.ClusterMode != "emulated":
+		return fmt.Errorf("--cluster-mode %q: off or emulated", c.ClusterMode)
 	case c.Voters < 1:
 		return fmt.Errorf("--voters %d must be at least 1 (odd: 1, 3, 5, 7)", c.Voters)
 	case c.DeadAfter < 0 || c.DeadAfter > 0 && c.DeadAfter < minDeadAfter:
@@ -386,4 +395,15 @@ func (c *Config) level() slog.Level {
 	var lvl slog.Level
 	lvl.UnmarshalText([]byte(c.LogLevel))
 	return lvl
+}
+
+// sentinelMasterNames is --sentinel-masters as a list, blanks dropped.
+func (c *Config) sentinelMasterNames() []string {
+	var names []string
+	for _, n := range strings.Split(c.SentinelMasters, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			names = append(names, n)
+		}
+	}
+	return names
 }

@@ -196,6 +196,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		TLSServer: tlsServer, TLSClient: tlsClient, PublicKey: cfg.PublicKeyBytes,
 		Voters: cfg.Voters, DeadMemberAfter: cfg.DeadAfter, Zone: cfg.Zone, RaftTimeoutScale: cfg.RaftTimeoutScale,
 		SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval,
+		EmulateCluster: cfg.ClusterMode == "emulated", SentinelMasters: cfg.sentinelMasterNames(),
 	}
 	if again, cut := node.Interrupted(ncfg); cut {
 		// The start before moved this directory aside to join again and

@@ -1,0 +1,61 @@
+// Package wait lets a test wait for a condition instead of a fixed time:
+// For polls until the condition holds and fails the test, naming what it
+// waited for and the condition's last word, when a deadline passes first;
+// Holds checks that a condition stays true for a span of time.
+//
+// A condition is a func() (bool, string): whether it holds, and what was
+// seen, for the failure message.
+package wait
+
+import (
+	"testing"
+	"time"
+)
+
+// Poll is the interval between two calls of a condition.
+const Poll = 20 * time.Millisecond
+
+// For calls cond every Poll until it returns true, and fails the test with
+// what, the timeout and cond's last message if timeout passes first. cond
+// is called at least once, and once more after the deadline, so that a
+// slow call does not lose a condition that came true during it.
+func For(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	if last, ok := Until(timeout, cond); !ok {
+		t.Fatalf("%s: not within %v; last seen: %s", what, timeout, last)
+	}
+}
+
+// Until calls cond every Poll until it returns true or timeout passes, and
+// reports whether it held and cond's last message. It is For for a caller
+// that decides itself what a timeout means.
+func Until(timeout time.Duration, cond func() (bool, string)) (string, bool) {
+	deadline := time.Now().Add(timeout)
+	for {
+		after := time.Now().After(deadline)
+		ok, last := cond()
+		if ok {
+			return last, true
+		}
+		if after {
+			return last, false
+		}
+		time.Sleep(Poll)
+	}
+}
+
+// Holds calls cond every Poll for the span d and fails the test, with what
+// and cond's message, the first time it returns false. It is the check for
+// something that must not happen, where no event marks that it never will.
+func Holds(t testing.TB, d time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	for end := time.Now().Add(d); ; time.Sleep(Poll) {
+		ok, last := cond()
+		if !ok {
+			t.Fatalf("%s: stopped holding within %v; seen: %s", what, d, last)
+		}
+		if time.Now().After(end) {
+			return
+		}
+	}
+}

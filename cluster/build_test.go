@@ -8,6 +8,7 @@ import (
 
 	"idserver/cluster"
 	"idserver/internal/testcluster"
+	"idserver/internal/wait"
 	idnode "idserver/node"
 )
 
@@ -37,22 +38,17 @@ func TestMembersShowTheirBuild(t *testing.T) {
 		}
 		return fmt.Sprintf("version=%s,commit=%s", v, c)
 	}
-	var last string
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		ok := true
+	wait.For(t, 30*time.Second, "every node lists every member's build", func() (bool, string) {
 		for _, n := range nodes {
 			lines := memberLines(n.Cluster.Status())
 			for id := range builds {
 				if !strings.HasSuffix(lines[id], want(id)) {
-					ok, last = false, fmt.Sprintf("node %s lists %s as %q, want it to end in %q", n.ID, id, lines[id], want(id))
+					return false, fmt.Sprintf("node %s lists %s as %q, want it to end in %q", n.ID, id, lines[id], want(id))
 				}
 			}
 		}
-		if ok {
-			return
-		}
-	}
-	t.Fatal(last)
+		return true, ""
+	})
 }
 
 // memberLines is each member's line of CLUSTER INFO, by node ID.

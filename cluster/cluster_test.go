@@ -22,6 +22,7 @@ import (
 
 	"idserver/engine"
 	"idserver/internal/testcluster"
+	"idserver/internal/wait"
 	idnode "idserver/node"
 )
 
@@ -36,12 +37,18 @@ func TestConcurrentAllocationsFromEveryNodeAreDisjoint(t *testing.T) {
 	c := testcluster.NewCollector()
 	stop := make(chan struct{})
 	wg := testcluster.Load(t, nodes, c, stop)
-	time.Sleep(2 * time.Second)
+	wait.For(t, 60*time.Second, "500 values from every node", func() (bool, string) {
+		counts := map[string]int{}
+		for _, n := range nodes {
+			counts[n.ID] = c.CountFrom(n.ID)
+			if counts[n.ID] < 500 {
+				return false, fmt.Sprintf("values per node %v; errors %v", counts, c.Errors())
+			}
+		}
+		return true, ""
+	})
 	close(stop)
 	wg.Wait()
-	if c.Count() < 1000 {
-		t.Fatalf("only %d values handed out", c.Count())
-	}
 	// Worker IDs differ, GET is above everything handed out.
 	workers := map[int64]bool{}
 	for _, n := range nodes {
@@ -70,7 +77,7 @@ func TestLeaderLossMidLoadLosesNothing(t *testing.T) {
 			c := testcluster.NewCollector()
 			stop := make(chan struct{})
 			wg := testcluster.Load(t, nodes, c, stop)
-			time.Sleep(700 * time.Millisecond)
+			c.WaitCount(t, 20*time.Second, 300, "load before the leader change")
 			old := nodes.WaitLeader(t)
 			if how == "transfer" {
 				if err := old.Cluster.TransferLeadership(); err != nil {
@@ -79,18 +86,15 @@ func TestLeaderLossMidLoadLosesNothing(t *testing.T) {
 			} else {
 				old.Stop()
 			}
-			time.Sleep(300 * time.Millisecond)
-			nl := nodes.WaitLeader(t)
-			if nl == old && how == "transfer" {
-				t.Fatal("leadership did not move")
-			}
+			var nl *testcluster.Node
+			wait.For(t, testcluster.LeaderTimeout, "a leader other than "+old.ID, func() (bool, string) {
+				nl = nodes.Leader()
+				return nl != nil && nl != old, "none, or still " + old.ID
+			})
 			before := c.Count()
-			time.Sleep(1500 * time.Millisecond)
+			c.WaitCount(t, 20*time.Second, before+300, "values after the leader change")
 			close(stop)
 			wg.Wait()
-			if c.Count() <= before {
-				t.Fatalf("no values after the leader change (%d before, %d after)", before, c.Count())
-			}
 			t.Logf("%s: %d values, no repeat; new leader %s; errors %v", how, c.Count(), nl.ID, c.Errors())
 		})
 	}
@@ -106,7 +110,7 @@ func TestNodeWithoutQuorumServesBufferThenTryAgain(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(200 * time.Millisecond) // let the prefetch land
+	lone.WaitSpare(t, "orders")
 	nodes[0].Stop()
 	nodes[1].Stop()
 	served, ids := 0, 0
@@ -149,15 +153,10 @@ func TestNewNodeRestoresFromSnapshot(t *testing.T) {
 	}
 	// A node that joins now gets the state by snapshot, the log being compacted.
 	n2 := testcluster.Start(t, "n2", t.TempDir(), nodes[0], snapshotEvery(16))
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if v, _ := n2.Cluster.Get("t4"); v == last {
-			break
-		}
-		if time.Now().After(deadline) {
-			v, _ := n2.Cluster.Get("t4")
-			t.Fatalf("new node has t4 at %d, want %d", v, last)
-		}
-	}
+	wait.For(t, 10*time.Second, "the new node restores t4", func() (bool, string) {
+		v, _ := n2.Cluster.Get("t4")
+		return v == last, fmt.Sprintf("t4 at %d, want %d", v, last)
+	})
 	if n2.Cluster.Size() != 5 {
 		t.Fatalf("new node has %d tags, want 5", n2.Cluster.Size())
 	}
@@ -185,16 +184,15 @@ func TestRestartAfterInstallingASnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Stream.Partition(false)
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if v, _ := f.Cluster.Get("t199"); v >= last {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the follower did not catch up: t199 at %d, want %d", func() int64 { v, _ := f.Cluster.Get("t199"); return v }(), last)
+	caughtUp := func(tag string, want int64) func() (bool, string) {
+		return func() (bool, string) {
+			v, _ := f.Cluster.Get(tag)
+			return v >= want, fmt.Sprintf("%s at %d, want %d", tag, v, want)
 		}
 	}
-	newTags(t, l.Client, "u", 20) // entries after the snapshot on the follower too
-	time.Sleep(500 * time.Millisecond)
+	wait.For(t, 20*time.Second, "the follower catches up", caughtUp("t199", last))
+	lastU := newTags(t, l.Client, "u", 20) // entries after the snapshot on the follower too
+	wait.For(t, 20*time.Second, "the follower applies the entries after the snapshot", caughtUp("u19", lastU))
 	f.Stop()
 	st, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(f.Dir, "raft", "raft.db"), BoltOptions: &bolt.Options{ReadOnly: true}})
 	if err != nil {
@@ -345,7 +343,7 @@ func TestPartitions(t *testing.T) {
 		close(stop)
 		wg.Wait()
 	}()
-	time.Sleep(500 * time.Millisecond)
+	c.WaitCount(t, 20*time.Second, 100, "load before the partitions")
 
 	for _, victim := range []string{"follower", "leader"} {
 		l := nodes.WaitLeader(t)
@@ -369,14 +367,10 @@ func TestPartitions(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 		lone.Stream.Partition(true)
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			if _, ok := lone.Cluster.Leader(); !ok {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: the cut-off node still sees a leader", victim)
-			}
-		}
+		wait.For(t, 10*time.Second, victim+": the cut-off node loses its leader", func() (bool, string) {
+			id, ok := lone.Cluster.Leader()
+			return !ok, fmt.Sprintf("it still sees %v", id)
+		})
 		before := c.Count()
 		served := 0
 		var err error
@@ -394,22 +388,17 @@ func TestPartitions(t *testing.T) {
 		if err == nil || !strings.HasPrefix(err.Error(), "TRYAGAIN") {
 			t.Fatalf("%s: after %d INCRs cut off: %v, want TRYAGAIN", victim, served, err)
 		}
-		time.Sleep(time.Second)
-		if c.Count() <= before+served {
-			t.Fatalf("%s: the majority handed out nothing while %s was cut off", victim, lone.ID)
-		}
+		c.WaitCount(t, 20*time.Second, before+served, victim+": the majority hands out values while "+lone.ID+" is cut off")
 		lone.Stream.Partition(false)
-		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		wait.For(t, 20*time.Second, victim+": INCR on "+lone.ID+" after healing", func() (bool, string) {
 			v, err := lone.Client.Do(ctx, "INCR", tag).Int64()
 			if err == nil {
 				c.Add(t, tag, lone.ID, v, v)
-				break
+				return true, ""
 			}
-			if time.Now().After(deadline) {
-				st := lone.Cluster.Status()
-				t.Fatalf("%s: after healing: %v (lone %s: role %s term %s leader %q)", victim, err, lone.ID, st.Role, st.Term, st.LeaderID)
-			}
-		}
+			st := lone.Cluster.Status()
+			return false, fmt.Sprintf("%v (role %s term %s leader %q)", err, st.Role, st.Term, st.LeaderID)
+		})
 		t.Logf("%s cut off: %d INCRs from its buffer, then TRYAGAIN; NEXTID kept working; healed and serving", victim, served)
 	}
 	t.Logf("%d values in all, no repeat; errors %v", c.Count(), c.Errors())
@@ -441,15 +430,10 @@ func TestForgetFreesTheWorkerID(t *testing.T) {
 	if ms := p.UnixMS - engine.DefaultEpoch.UnixMilli(); ms <= lease {
 		t.Fatalf("new holder of worker %d issued at %d ms, not above the forgotten holder's lease end %d", w, ms, lease)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	wait.For(t, 10*time.Second, "CLUSTER INFO lists n4 and not "+gone.ID, func() (bool, string) {
 		info, _ := n4.Client.Do(ctx, "CLUSTER", "INFO").Text()
-		if strings.Contains(info, "\r\nmembers:3\r\n") && strings.Contains(info, "n4=") && !strings.Contains(info, gone.ID+"=") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("CLUSTER INFO after forget and join:\n%s", info)
-		}
-	}
+		return strings.Contains(info, "\r\nmembers:3\r\n") && strings.Contains(info, "n4=") && !strings.Contains(info, gone.ID+"="), info
+	})
 }
 
 // TestWipedMemberIsRefused: a member's node ID coming back with an empty
@@ -507,28 +491,23 @@ func TestMembershipChangesUnderLoad(t *testing.T) {
 	c := testcluster.NewCollector()
 	stop := make(chan struct{})
 	wg := testcluster.Load(t, nodes[:2], c, stop)
-	time.Sleep(300 * time.Millisecond)
+	c.WaitCount(t, 20*time.Second, 100, "load before the membership changes")
 	n4 := testcluster.Start(t, "n4", t.TempDir(), nodes.WaitLeader(t), nil)
 	nodes[2].Stop()
 	ctx := context.Background()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	wait.For(t, 10*time.Second, "FORGET n3 under load", func() (bool, string) {
 		err := nodes[0].Client.Do(ctx, "CLUSTER", "FORGET", "n3").Err()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("FORGET n3 under load: %v", err)
-		}
-	}
+		return err == nil, fmt.Sprint(err)
+	})
 	more := testcluster.Load(t, testcluster.Cluster{n4}, c, stop)
 	before := c.Count()
-	time.Sleep(time.Second)
+	c.WaitCount(t, 20*time.Second, before+100, "values after the membership changes")
+	wait.For(t, 20*time.Second, "n4 serves", func() (bool, string) {
+		return c.CountFrom("n4") > 0, fmt.Sprintf("errors %v", c.Errors())
+	})
 	close(stop)
 	wg.Wait()
 	more.Wait()
-	if c.Count() <= before {
-		t.Fatal("nothing handed out after the membership changes")
-	}
 	info, _ := n4.Client.Do(ctx, "CLUSTER", "INFO").Text()
 	if !strings.Contains(info, "\r\nmembers:3\r\n") {
 		t.Fatalf("after join and forget:\n%s", info)

@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -14,6 +15,7 @@ import (
 
 	"idserver/internal/testcluster"
 	"idserver/internal/testproc"
+	"idserver/internal/wait"
 	idnode "idserver/node"
 )
 
@@ -118,26 +120,17 @@ func TestJoinerCutOffMidJoinKeepsTheQuorum(t *testing.T) {
 	// The joiner is gone to its peers. The two live voters still commit
 	// (a new tag forces an allocation through Raft), and the joiner became
 	// a member all the same.
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		_, err := n1.Client.Do(ctx, "NEXTSEG", "after-cut", 10).Int64Slice()
-		if err == nil {
-			break
+	commits := func(tag string) func() (bool, string) {
+		return func() (bool, string) {
+			_, err := n1.Client.Do(ctx, "NEXTSEG", tag, 10).Int64Slice()
+			return err == nil, fmt.Sprintf("%v\n%s", err, logs)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no commit with a joiner cut off mid-join and one voter down: %v\n%s", err, logs)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	wait.For(t, 15*time.Second, "a commit with a joiner cut off mid-join and one voter down", commits("after-cut"))
+	wait.For(t, 10*time.Second, "the joiner is a member", func() (bool, string) {
 		info, _ := n1.Client.Do(ctx, "CLUSTER", "INFO").Text()
-		if strings.Contains(info, "n4=") && strings.Contains(info, "\r\nraft_suffrage:voter\r\n") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the joiner is not a member:\n%s", info)
-		}
-	}
+		return strings.Contains(info, "n4=") && strings.Contains(info, "\r\nraft_suffrage:voter\r\n"), info
+	})
 	if err := nodes.Follower(t, nodes.WaitLeader(t)).Client.Do(ctx, "CLUSTER", "FORGET", "n3").Err(); err != nil {
 		t.Fatalf("FORGET n3: %v", err)
 	}
@@ -148,28 +141,13 @@ func TestJoinerCutOffMidJoinKeepsTheQuorum(t *testing.T) {
 		t.Fatalf("the joiner did not finish its start once back: %v", err)
 	}
 	nodes = append(nodes, n4)
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	wait.For(t, 20*time.Second, "n4 is promoted", func() (bool, string) {
 		info, _ := n4.Client.Do(ctx, "CLUSTER", "INFO").Text()
-		if strings.Contains(info, "\r\nraft_suffrage:voter\r\n") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("n4 was never promoted:\n%s\n%s", info, logs)
-		}
-	}
+		return strings.Contains(info, "\r\nraft_suffrage:voter\r\n"), info + "\n" + logs.String()
+	})
 	// Voters n1, n2, n4: stopping n2 leaves a majority with n4 in it.
 	n2.Stop()
-	deadline = time.Now().Add(20 * time.Second)
-	for {
-		_, err := n1.Client.Do(ctx, "NEXTSEG", "after-promotion", 10).Int64Slice()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no commit by n1 and the promoted n4: %v\n%s", err, logs)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	wait.For(t, 20*time.Second, "a commit by n1 and the promoted n4", commits("after-promotion"))
 	if _, err := n4.Client.Do(ctx, "INCR", "on-n4").Int64(); err != nil {
 		t.Fatalf("INCR on the promoted joiner: %v", err)
 	}
@@ -205,16 +183,11 @@ func TestRemovedCutOffNodeStopsAtItsLeaseEnd(t *testing.T) {
 	// n3 may have led: the other two elect a leader first (a FORGET may
 	// meet the change of leadership; it is retried, as an operator would).
 	var l *testcluster.Node
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	wait.For(t, 15*time.Second, "FORGET n3", func() (bool, string) {
 		l = (testcluster.Cluster{n1, n2}).WaitLeader(t)
 		err := l.Client.Do(ctx, "CLUSTER", "FORGET", "n3").Err()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("FORGET n3: %v", err)
-		}
-	}
+		return err == nil, fmt.Sprint(err)
+	})
 	// n3 does not know; it serves from its buffers until its lease ends.
 	var fromN3 []int64
 	stopped := make(chan time.Time, 1)
@@ -306,17 +279,13 @@ func TestDeadMemberRemovedAcrossLeadershipChanges(t *testing.T) {
 		}
 		l := live.WaitLeader(t)
 		l.Stream.Partition(true)
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-			var others testcluster.Cluster
-			for _, n := range live {
-				if n != l {
-					others = append(others, n)
-				}
-			}
-			if nl := others.WaitLeader(t); nl != nil && nl != l {
-				break
+		var others testcluster.Cluster
+		for _, n := range live {
+			if n != l {
+				others = append(others, n)
 			}
 		}
+		others.WaitLeader(t)
 		l.Stream.Partition(false)
 		changes++
 	}
@@ -340,26 +309,30 @@ func TestDeadMemberKeptAtTheFloorSaysWhy(t *testing.T) {
 		dead = nodes[1]
 	}
 	dead.Stop()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+	var kept string
+	wait.For(t, 30*time.Second, "a \"dead member kept\" line for "+dead.ID, func() (bool, string) {
 		for _, line := range strings.Split(logs.String(), "\n") {
 			if strings.Contains(line, `msg="dead member kept"`) && strings.Contains(line, "node="+dead.ID) {
-				if !strings.Contains(line, "would leave 2 members that can vote, fewer than 3") {
-					t.Fatalf("the reason is not the floor: %s", line)
-				}
-				time.Sleep(3 * time.Second) // three more rounds of autopilot
-				if kept, led := strings.Count(logs.String(), `msg="dead member kept"`), strings.Count(logs.String(), `msg="autopilot started"`); kept > led {
-					t.Errorf("logged %d times in %d leaderships, want once in each", kept, led)
-				}
-				for _, n := range nodes {
-					if n != dead && n.Cluster.IsLeader() {
-						if info, err := n.Client.Do(context.Background(), "CLUSTER", "INFO").Text(); err != nil || !strings.Contains(info, "id="+dead.ID+",") {
-							t.Fatalf("%s no longer a member (err %v):\n%s", dead.ID, err, info)
-						}
-					}
-				}
-				return
+				kept = line
+				return true, ""
+			}
+		}
+		return false, logs.String()
+	})
+	if !strings.Contains(kept, "would leave 2 members that can vote, fewer than 3") {
+		t.Fatalf("the reason is not the floor: %s", kept)
+	}
+	// Over three more seconds of autopilot the line is not repeated within
+	// a leadership, and the member stays.
+	wait.Holds(t, 3*time.Second, "one \"dead member kept\" line per leadership", func() (bool, string) {
+		kept, led := strings.Count(logs.String(), `msg="dead member kept"`), strings.Count(logs.String(), `msg="autopilot started"`)
+		return kept <= led, fmt.Sprintf("logged %d times in %d leaderships", kept, led)
+	})
+	for _, n := range nodes {
+		if n != dead && n.Cluster.IsLeader() {
+			if info, err := n.Client.Do(context.Background(), "CLUSTER", "INFO").Text(); err != nil || !strings.Contains(info, "id="+dead.ID+",") {
+				t.Fatalf("%s no longer a member (err %v):\n%s", dead.ID, err, info)
 			}
 		}
 	}
-	t.Fatalf("no \"dead member kept\" line for %s in 30 s:\n%s", dead.ID, logs.String())
 }

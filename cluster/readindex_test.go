@@ -3,11 +3,13 @@ package cluster_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"idserver/cluster"
 	"idserver/internal/testcluster"
+	"idserver/internal/wait"
 	idnode "idserver/node"
 )
 
@@ -37,41 +39,33 @@ func TestDeposedLeaderAnswersNoStaleGET(t *testing.T) {
 	nodes := testcluster.Cluster{n1, n2, n3}
 	ctx := context.Background()
 	// Hand the leadership on until n1, the slow one, has it.
-	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+	wait.For(t, 90*time.Second, "n1 takes the leadership", func() (bool, string) {
 		l := nodes.WaitLeader(t)
 		if l == n1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("n1 never took the leadership; %s leads", l.ID)
+			return true, ""
 		}
 		if st := l.Cluster.Status(); st.Voters < 3 {
-			continue // the joiners are not voters yet
+			return false, "the joiners are not voters yet"
 		}
 		if err := cluster.TransferLeadershipTo(l.Cluster, "n1", n1.Stream.Addr().String()); err != nil {
 			t.Logf("transfer from %s: %v", l.ID, err)
 		}
-	}
+		return false, l.ID + " leads"
+	})
 	old, err := n1.Client.Incr(ctx, "stale").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
 	n1.Stream.Partition(true)
 	var fresh int64
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if n2.Cluster.IsLeader() || n3.Cluster.IsLeader() {
-			l := n2
-			if n3.Cluster.IsLeader() {
-				l = n3
-			}
-			if fresh, err = l.Client.Incr(ctx, "stale").Result(); err == nil {
-				break
-			}
+	wait.For(t, 60*time.Second, "a new leader hands out a value", func() (bool, string) {
+		l := (testcluster.Cluster{n2, n3}).Leader()
+		if l == nil {
+			return false, "neither n2 nor n3 leads"
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no new leader handed out a value within 60s: %v", err)
-		}
-	}
+		fresh, err = l.Client.Incr(ctx, "stale").Result()
+		return err == nil, fmt.Sprint(err)
+	})
 	if !n1.Cluster.IsLeader() {
 		t.Skip("n1 noticed it was cut off before the test could ask it (a slow machine)")
 	}

@@ -5,6 +5,7 @@ package cluster_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"idserver/internal/testcluster"
+	"idserver/internal/wait"
 	idnode "idserver/node"
 )
 
@@ -40,7 +42,15 @@ func startLeased(t *testing.T, size int) testcluster.Cluster {
 type idCollector struct {
 	mu   sync.Mutex
 	seen map[int64]string
+	by   map[string]int // IDs per node
 	t    *testing.T
+}
+
+// from counts the IDs who issued.
+func (c *idCollector) from(who string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.by[who]
 }
 
 func (c *idCollector) add(who string, ids []int64) {
@@ -52,6 +62,10 @@ func (c *idCollector) add(who string, ids []int64) {
 		}
 		c.seen[id] = who
 	}
+	if c.by == nil {
+		c.by = map[string]int{}
+	}
+	c.by[who] += len(ids)
 }
 
 // issueUntil runs NEXTID 100 on rdb until stop closes; it returns the
@@ -94,7 +108,7 @@ func TestForgottenNodeThatRunsOn(t *testing.T) {
 	var n3ErrAt, n4ErrAt atomic.Int64
 	gone := nodes[2]
 	w3 := issueUntil(ids, "n3", gone.Client, stop, &n3Err, &n3ErrAt)
-	time.Sleep(300 * time.Millisecond)
+	wait.For(t, 10*time.Second, "n3 issues IDs", func() (bool, string) { return ids.from("n3") > 0, fmt.Sprint(n3Err.Load()) })
 	ctx := context.Background()
 	if err := nodes[0].Client.Do(ctx, "CLUSTER", "FORGET", "n3").Err(); err != nil {
 		t.Fatal(err)
@@ -113,7 +127,14 @@ func TestForgottenNodeThatRunsOn(t *testing.T) {
 		t.Fatalf("n4 got worker %d, not the forgotten %d", n4.Worker, gone.Worker)
 	}
 	w4 := issueUntil(ids, "n4", n4.Client, stop, &n4Err, &n4ErrAt)
-	time.Sleep(4 * time.Second)
+	// Both issue until the forgotten node's lease ends; n4 goes on after.
+	wait.For(t, 10*time.Second, "the forgotten node stops issuing and n4 issues after it", func() (bool, string) {
+		n4IDs := ids.from("n4")
+		if n3Err.Load() == nil {
+			return false, fmt.Sprintf("n3 still issues; n4 issued %d", n4IDs)
+		}
+		return n4IDs > 1000, fmt.Sprintf("n4 issued %d", n4IDs)
+	})
 	close(stop)
 	w3.Wait()
 	w4.Wait()
@@ -166,14 +187,10 @@ func TestCutOffNodeStopsAtLeaseEnd(t *testing.T) {
 		t.Fatalf("cut off node stopped after %v with a 2s lease", since)
 	}
 	lone.Stream.Partition(false)
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if err = lone.Client.Do(ctx, "NEXTID").Err(); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after healing: %v", err)
-		}
-	}
+	wait.For(t, 15*time.Second, "NEXTID after healing", func() (bool, string) {
+		err := lone.Client.Do(ctx, "NEXTID").Err()
+		return err == nil, fmt.Sprint(err)
+	})
 	t.Logf("cut off: %d NEXTIDs, then %q after %v; healed and issuing", served, "TRYAGAIN worker lease ended ...", time.Since(cut).Round(time.Millisecond))
 }
 
@@ -235,14 +252,10 @@ func TestSetWithAMemberCutOff(t *testing.T) {
 		t.Fatalf("INCR on the leader after a SET that could not reach %s: %d %v, want %d", lone.ID, after, err, before+1)
 	}
 	lone.Stream.Partition(false)
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if err = l.Client.Do(ctx, "SET", "s", 5000).Err(); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("SET retried after healing: %v", err)
-		}
-	}
+	wait.For(t, 15*time.Second, "SET retried after healing", func() (bool, string) {
+		err := l.Client.Do(ctx, "SET", "s", 5000).Err()
+		return err == nil, fmt.Sprint(err)
+	})
 	if v, err := lone.Client.Do(ctx, "INCR", "s").Int64(); err != nil || v <= 5000 {
 		t.Fatalf("INCR on the healed member: %d %v", v, err)
 	}
@@ -278,7 +291,10 @@ func TestSetRefusedAfterWaitingForARemovedMemberDropsNothing(t *testing.T) {
 	done := make(chan error, 1)
 	began := time.Now()
 	go func() { done <- l.Client.Do(ctx, "SET", "w", v).Err() }()
-	time.Sleep(500 * time.Millisecond) // the SET waits for the removed member's lease (about 2.5 s)
+	// The SET waits for the removed member's lease (about 2.5 s), which
+	// nothing outside the leader shows: half a second puts these INCRs
+	// inside that wait.
+	time.Sleep(500 * time.Millisecond)
 	last := first
 	for last <= v+5 {
 		if last, err = busy.Client.Do(ctx, "INCR", "w").Int64(); err != nil {
@@ -346,6 +362,8 @@ func TestSetRacingLargeIncrByDoesNotDeadlock(t *testing.T) {
 			}
 		}()
 	}
+	// A soak: the deadlock is a race that needs time to come up, and
+	// nothing shows it has been given its chance.
 	time.Sleep(20 * time.Second)
 	close(stop)
 	done := make(chan struct{})
@@ -382,18 +400,13 @@ func TestForgetTheLeader(t *testing.T) {
 	ctx := context.Background()
 	l := nodes.WaitLeader(t)
 	other := nodes.Follower(t, l)
-	var err error
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if err = other.Client.Do(ctx, "CLUSTER", "FORGET", l.ID).Err(); err == nil {
-			break
-		}
-		if !strings.HasPrefix(err.Error(), "TRYAGAIN") {
+	wait.For(t, 15*time.Second, "FORGET of the leader through "+other.ID, func() (bool, string) {
+		err := other.Client.Do(ctx, "CLUSTER", "FORGET", l.ID).Err()
+		if err != nil && !strings.HasPrefix(err.Error(), "TRYAGAIN") {
 			t.Fatalf("FORGET of the leader through %s: %v", other.ID, err)
 		}
-	}
-	if err != nil {
-		t.Fatalf("FORGET of the leader never succeeded: %v", err)
-	}
+		return err == nil, fmt.Sprint(err)
+	})
 	l.Stop()
 	if err := other.Client.Do(ctx, "INCR", "after").Err(); err != nil {
 		t.Fatalf("INCR after forgetting the old leader: %v", err)

@@ -2,10 +2,12 @@ package cluster_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"idserver/internal/testcluster"
+	"idserver/internal/wait"
 )
 
 // TestTagsOfAnyBytesAcrossNodes: tags whose names are not UTF-8, among
@@ -51,13 +53,8 @@ func TestTagsOfAnyBytesAcrossNodes(t *testing.T) {
 // eventuallyGet waits until n's state has tag at want or above.
 func eventuallyGet(t *testing.T, n *testcluster.Node, tag string, want int64) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	wait.For(t, 10*time.Second, fmt.Sprintf("%s has %q at %d or above", n.ID, tag, want), func() (bool, string) {
 		v, _ := n.Cluster.Get(tag)
-		if v >= want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s has %q at %d, want at least %d", n.ID, tag, v, want)
-		}
-	}
+		return v >= want, fmt.Sprintf("%d", v)
+	})
 }

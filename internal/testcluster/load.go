@@ -2,10 +2,13 @@ package testcluster
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"idserver/internal/wait"
 )
 
 // Collector keeps every value handed out, per tag, and fails the test when
@@ -15,11 +18,12 @@ type Collector struct {
 	seen   map[string]map[int64]string
 	errs   map[string]int
 	values int
+	by     map[string]int // values per node
 }
 
 // NewCollector is an empty Collector.
 func NewCollector() *Collector {
-	return &Collector{seen: map[string]map[int64]string{}, errs: map[string]int{}}
+	return &Collector{seen: map[string]map[int64]string{}, errs: map[string]int{}, by: map[string]int{}}
 }
 
 // Add records first..last of tag as handed out by who, failing the test
@@ -36,7 +40,15 @@ func (c *Collector) Add(t testing.TB, tag, who string, first, last int64) {
 		}
 		c.seen[tag][v] = who
 		c.values++
+		c.by[who]++
 	}
+}
+
+// CountFrom is how many values who handed out.
+func (c *Collector) CountFrom(who string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.by[who]
 }
 
 // Count is how many values were recorded.
@@ -79,16 +91,12 @@ func (c *Collector) Top() map[string]int64 {
 }
 
 // WaitCount waits until more than n values are recorded, failing the test
-// after timeout.
+// with what after timeout.
 func (c *Collector) WaitCount(t testing.TB, timeout time.Duration, n int, what string) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for c.Count() <= n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %d values within %v, want more than %d; errors %v", what, c.Count(), timeout, n, c.Errors())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	wait.For(t, timeout, what, func() (bool, string) {
+		return c.Count() > n, fmt.Sprintf("%d values, want more than %d; errors %v", c.Count(), n, c.Errors())
+	})
 }
 
 // Load runs two clients per node until stop is closed: INCR, INCRBY and

@@ -255,3 +255,17 @@ func (s *CutStream) Partition(cut bool) {
 		s.mu.Unlock()
 	}
 }
+
+// WaitSpare waits until the node's buffer of tag holds a spare segment:
+// the prefetch that its allocations started has landed.
+func (n *Node) WaitSpare(t testing.TB, tag string) {
+	t.Helper()
+	wait.For(t, LeaderTimeout, n.ID+": a spare segment of "+tag, func() (bool, string) {
+		for _, b := range n.Node.Segments.Status() {
+			if b.Tag == tag {
+				return b.SpareLeft > 0, fmt.Sprintf("%+v", b)
+			}
+		}
+		return false, "no buffer"
+	})
+}

@@ -12,10 +12,12 @@ import (
 	"time"
 )
 
-// Poll is the interval between two calls of a condition.
+// Poll is the longest interval between two calls of a condition. The
+// first calls come sooner (1 ms, then twice as long each time up to Poll),
+// so that a condition about to hold is seen at once.
 const Poll = 20 * time.Millisecond
 
-// For calls cond every Poll until it returns true, and fails the test with
+// For calls cond until it returns true, and fails the test with
 // what, the timeout and cond's last message if timeout passes first. cond
 // is called at least once, and once more after the deadline, so that a
 // slow call does not lose a condition that came true during it.
@@ -26,12 +28,12 @@ func For(t testing.TB, timeout time.Duration, what string, cond func() (bool, st
 	}
 }
 
-// Until calls cond every Poll until it returns true or timeout passes, and
+// Until calls cond until it returns true or timeout passes, and
 // reports whether it held and cond's last message. It is For for a caller
 // that decides itself what a timeout means.
 func Until(timeout time.Duration, cond func() (bool, string)) (string, bool) {
 	deadline := time.Now().Add(timeout)
-	for {
+	for pause := time.Millisecond; ; pause = min(2*pause, Poll) {
 		after := time.Now().After(deadline)
 		ok, last := cond()
 		if ok {
@@ -40,7 +42,7 @@ func Until(timeout time.Duration, cond func() (bool, string)) (string, bool) {
 		if after {
 			return last, false
 		}
-		time.Sleep(Poll)
+		time.Sleep(pause)
 	}
 }
 

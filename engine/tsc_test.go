@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"idserver/internal/memstore"
 )
 
 // counterAt is a counter running at rate ticks per ns, started at base.
@@ -121,7 +123,7 @@ func TestCounterNeverCarriesAReadingPastItsMillisecond(t *testing.T) {
 func counterGenerator(t *testing.T) *Generator {
 	t.Helper()
 	g, err := New(Config{Layout: DefaultLayout(), Worker: 1, LeaseEndMS: math.MaxInt64,
-		Monotonic: MonotonicClock(), TSC: true}, time.Now, &memStore{})
+		Monotonic: MonotonicClock(), TSC: true}, time.Now, &memstore.HighWater{})
 	if err != nil {
 		t.Fatal(err)
 	}

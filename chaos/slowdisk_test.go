@@ -16,6 +16,7 @@ import (
 
 	"idserver/chaos/lazyfs"
 	"idserver/internal/testproc"
+	"idserver/internal/wait"
 )
 
 // TestSlowLeaderDisk starts three real processes, each with its --dir on a
@@ -95,14 +96,10 @@ func TestSlowLeaderDisk(t *testing.T) {
 		return -1
 	}
 	leader := -1
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if leader = leaderOf(members[0]); leader >= 0 && leaderOf(members[1]) == leader && leaderOf(members[2]) == leader {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no leader all three agree on within 20s")
-		}
-	}
+	wait.For(t, 20*time.Second, "a leader all three agree on", func() (bool, string) {
+		leader = leaderOf(members[0])
+		return leader >= 0 && leaderOf(members[1]) == leader && leaderOf(members[2]) == leader, "they disagree"
+	})
 
 	// Load on every node, each reply's outcome counted per node, from the
 	// moment the disk turns slow.
@@ -161,11 +158,9 @@ func TestSlowLeaderDisk(t *testing.T) {
 	t.Cleanup(stopLoad)
 
 	// Let the load run a moment, then slow the leader's disk.
-	for deadline := time.Now().Add(10 * time.Second); warm.Load() < 1000; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d replies in 10s before the disk turned slow", warm.Load())
-		}
-	}
+	wait.For(t, 10*time.Second, "1000 replies before the disk turns slow", func() (bool, string) {
+		return warm.Load() >= 1000, fmt.Sprint(warm.Load())
+	})
 	members[leader].fs.SetSyncDelay(syncDelay)
 	start := time.Now()
 	slowSince.Store(start.UnixNano())
@@ -190,18 +185,15 @@ func TestSlowLeaderDisk(t *testing.T) {
 	for i, tl := range tallies {
 		base[i] = tl.ok.Load()
 	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		more := true
+	if _, ok := wait.Until(20*time.Second, func() (bool, string) {
 		for i, tl := range tallies {
-			more = more && (i == leader || tl.ok.Load()-base[i] >= after)
+			if i != leader && tl.ok.Load()-base[i] < after {
+				return false, ""
+			}
 		}
-		if more {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("the healthy nodes did not answer %d replies each within 20s of the handoff", after)
-			break
-		}
+		return true, ""
+	}); !ok {
+		t.Errorf("the healthy nodes did not answer %d replies each within 20s of the handoff", after)
 	}
 	stopLoad()
 

@@ -17,6 +17,7 @@ import (
 
 	"idserver/engine"
 	"idserver/internal/testproc"
+	"idserver/internal/wait"
 )
 
 func newClient(t *testing.T, opts Options) *Client {
@@ -333,28 +334,17 @@ func TestServerKillDuringRefill(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(300 * time.Millisecond)
-	srv.Kill()
-	deadline := time.Now().Add(5 * time.Second)
-	for errs.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if errs.Load() == 0 {
-		t.Fatal("no error reached the callers after the server died")
-	}
-	mu.Lock()
-	atKill := len(all)
-	mu.Unlock()
-	srv.start()
-	for time.Now().Before(deadline.Add(10 * time.Second)) {
+	issued := func() int {
 		mu.Lock()
-		n := len(all)
-		mu.Unlock()
-		if n > atKill+1000 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
+		defer mu.Unlock()
+		return len(all)
 	}
+	wait.For(t, 10*time.Second, "IDs before the kill", func() (bool, string) { return issued() > 0, "none" })
+	srv.Kill()
+	wait.For(t, 5*time.Second, "an error reaches the callers after the server died", func() (bool, string) { return errs.Load() > 0, "none" })
+	atKill := issued()
+	srv.start()
+	wait.Until(15*time.Second, func() (bool, string) { return issued() > atKill+1000, "" })
 	close(stop)
 	wg.Wait()
 	if len(all) <= atKill+1000 {
@@ -473,15 +463,10 @@ func TestTryAgainMovesToTheNextNode(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: nodes[0].Addr, MaxRetries: -1})
 	defer rdb.Close()
 	ctx := context.Background()
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	wait.For(t, 20*time.Second, "TRYAGAIN from the cut-off member", func() (bool, string) {
 		err := rdb.Do(ctx, "NEXTID").Err()
-		if err != nil && strings.HasPrefix(err.Error(), "TRYAGAIN") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the cut-off member still answers NEXTID: %v", err)
-		}
-	}
+		return err != nil && strings.HasPrefix(err.Error(), "TRYAGAIN"), fmt.Sprint(err)
+	})
 	c := newClient(t, Options{Addrs: []string{nodes[0].Addr, healthy.Addr}, Buffer: Buffer{Batch: 10, FixedBatch: true, Local: -1}})
 	all, _ := collect(t, 1, 100, c.Next)
 	assertUnique(t, all)

@@ -2,12 +2,15 @@ package cluster
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"idserver/internal/wait"
 )
 
 // TestRaftPortOutlivesRunningOutOfDescriptors: a connection that arrives
@@ -61,33 +64,27 @@ func TestRaftPortOutlivesRunningOutOfDescriptors(t *testing.T) {
 	}
 	// The accept fails: the port logs it and retries (or, without the
 	// retry, closes).
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		closed := false
+	if _, ok := wait.Until(10*time.Second, func() (bool, string) {
 		select {
 		case <-m.closed:
-			closed = true
+			return true, ""
 		default:
 		}
-		if closed || strings.Contains(log.String(), "too many open files") {
-			break
-		}
-		if time.Now().After(deadline) {
-			free()
-			t.Fatalf("no accept failure within 10s with every descriptor taken; log:\n%s", log)
-		}
+		return strings.Contains(log.String(), "too many open files"), ""
+	}); !ok {
+		free()
+		t.Fatalf("no accept failure within 10s with every descriptor taken; log:\n%s", log)
 	}
 	free()
 
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	wait.For(t, 10*time.Second, "a Raft stream after descriptors were freed", func() (bool, string) {
 		conn, err := dialerMux(tcpNetwork{}, "pw", "c1").dial(m.addr.String(), streamRaft, 2*time.Second)
-		if err == nil {
-			conn.Close()
-			break
+		if err != nil {
+			return false, fmt.Sprintf("%v; log:\n%s", err, log)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a Raft stream 10s after descriptors were freed: %v; log:\n%s", err, log)
-		}
-	}
+		conn.Close()
+		return true, ""
+	})
 	select {
 	case c := <-m.raftConns:
 		c.Close()

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"idserver/cluster"
+	"idserver/internal/testcluster"
+	"idserver/internal/wait"
 	idnode "idserver/node"
 )
 
@@ -16,14 +18,14 @@ import (
 // shows "unknown".
 func TestMembersShowTheirBuild(t *testing.T) {
 	builds := map[string][2]string{"n1": {"1.0.0", "aaaa"}, "n2": {"1.1.0", "bbbb-dirty"}, "n3": {"", ""}}
-	var nodes []*node
+	var nodes testcluster.Cluster
 	for i := 1; i <= 3; i++ {
 		id := fmt.Sprintf("n%d", i)
-		var via *node
+		var via *testcluster.Node
 		if i > 1 {
 			via = nodes[0]
 		}
-		n, err := openNode(t, id, t.TempDir(), via, func(c *idnode.Config) { c.Version, c.Commit = builds[id][0], builds[id][1] })
+		n, err := testcluster.Open(t, id, t.TempDir(), via, func(c *idnode.Config) { c.Version, c.Commit = builds[id][0], builds[id][1] })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -36,22 +38,17 @@ func TestMembersShowTheirBuild(t *testing.T) {
 		}
 		return fmt.Sprintf("version=%s,commit=%s", v, c)
 	}
-	var last string
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		ok := true
+	wait.For(t, 30*time.Second, "every node lists every member's build", func() (bool, string) {
 		for _, n := range nodes {
-			lines := memberLines(n.cl.Status())
+			lines := memberLines(n.Cluster.Status())
 			for id := range builds {
 				if !strings.HasSuffix(lines[id], want(id)) {
-					ok, last = false, fmt.Sprintf("node %s lists %s as %q, want it to end in %q", n.id, id, lines[id], want(id))
+					return false, fmt.Sprintf("node %s lists %s as %q, want it to end in %q", n.ID, id, lines[id], want(id))
 				}
 			}
 		}
-		if ok {
-			return
-		}
-	}
-	t.Fatal(last)
+		return true, ""
+	})
 }
 
 // memberLines is each member's line of CLUSTER INFO, by node ID.

@@ -6,15 +6,12 @@ package cluster_test
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,371 +20,107 @@ import (
 	"github.com/redis/go-redis/v9"
 	bolt "go.etcd.io/bbolt"
 
-	"idserver/cluster"
 	"idserver/engine"
+	"idserver/internal/testcluster"
+	"idserver/internal/wait"
 	idnode "idserver/node"
 )
 
-type node struct {
-	id     string
-	dir    string
-	n      *idnode.Node
-	cl     *cluster.Cluster
-	gen    *engine.Generator
-	addr   string
-	rdb    *redis.Client
-	worker int64
-	down   atomic.Bool
-	// stream carries the node's Raft port (Raft and node-to-node requests)
-	// and can cut it off.
-	stream *cutStream
-}
-
-// cutStream is the Raft port over loopback TCP that a test can cut: while
-// cut, the node neither reaches nor is reached by its peers.
-type cutStream struct {
-	net.Listener
-	cut   atomic.Bool
-	mu    sync.Mutex
-	conns []net.Conn
-}
-
-func (s *cutStream) track(c net.Conn) net.Conn {
-	s.mu.Lock()
-	s.conns = append(s.conns, c)
-	s.mu.Unlock()
-	return c
-}
-
-func (s *cutStream) Accept() (net.Conn, error) {
-	for {
-		c, err := s.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		if s.cut.Load() {
-			c.Close()
-			continue
-		}
-		return s.track(c), nil
-	}
-}
-
-func (s *cutStream) Dial(addr string, timeout time.Duration) (net.Conn, error) {
-	if s.cut.Load() {
-		return nil, errors.New("partitioned")
-	}
-	c, err := net.DialTimeout("tcp", addr, timeout)
-	if err != nil {
-		return nil, err
-	}
-	return s.track(c), nil
-}
-
-// partition cuts the node off (true) or heals it (false). Peers' dials to
-// it fail too, since it accepts nothing while cut.
-func (s *cutStream) partition(cut bool) {
-	s.cut.Store(cut)
-	if cut {
-		s.mu.Lock()
-		for _, c := range s.conns {
-			c.Close()
-		}
-		s.conns = nil
-		s.mu.Unlock()
-	}
-}
-
-// openNode starts the node the binary runs, in dir, on a Raft port the test
-// can cut; the first node bootstraps, others join through joinVia's RESP
-// address.
-func openNode(t testing.TB, id, dir string, joinVia *node, mod func(*idnode.Config)) (*node, error) {
-	t.Helper()
-	rl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	nd := &node{id: id, dir: dir, stream: &cutStream{Listener: rl}}
-	cfg := idnode.Config{
-		Bind: "127.0.0.1", RaftAddr: rl.Addr().String(), Dir: dir, NodeID: id, Layout: engine.DefaultLayout(),
-		Window: 3 * time.Second, MaxBorrow: time.Second, SegmentStep: 100, Version: "test",
-		Network: nd.stream,
-	}
-	if joinVia != nil {
-		cfg.Join = joinVia.addr
-	}
-	if mod != nil {
-		mod(&cfg)
-	}
-	if nd.n, err = idnode.Open(cfg); err != nil {
-		rl.Close()
-		return nil, err
-	}
-	nd.cl, nd.gen, nd.addr, nd.worker = nd.n.Cluster, nd.n.Gen, nd.n.Addr, nd.n.Worker
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if _, err := nd.cl.WaitForLeader(ctx); err != nil {
-		nd.n.Close()
-		return nil, fmt.Errorf("%s: no leader known after joining: %v", id, err)
-	}
-	nd.rdb = redis.NewClient(&redis.Options{Addr: nd.addr, MaxRetries: -1})
-	t.Cleanup(nd.stop)
-	return nd, nil
-}
-
-func startNode(t *testing.T, id, dir string, joinVia *node, snapshotThreshold uint64) *node {
-	t.Helper()
-	nd, err := openNode(t, id, dir, joinVia, func(c *idnode.Config) { c.SnapshotThreshold = snapshotThreshold })
-	if err != nil {
-		t.Fatal(err)
-	}
-	return nd
-}
-
-// stop shuts the node down (as a crash would, for its clients and peers).
-func (n *node) stop() {
-	if n.down.Swap(true) {
-		return
-	}
-	n.rdb.Close()
-	n.n.Close()
-}
-
-func startCluster(t *testing.T, size int, snapshotThreshold uint64) []*node {
-	t.Helper()
-	return openCluster(t, size, func(c *idnode.Config) { c.SnapshotThreshold = snapshotThreshold })
-}
-
-// openCluster opens n1..nsize, each on its own directory, the first
-// bootstrapping and the others joining it, each configured by mod.
-func openCluster(t testing.TB, size int, mod func(*idnode.Config)) []*node {
-	t.Helper()
-	var nodes []*node
-	for i := 1; i <= size; i++ {
-		var via *node
-		if i > 1 {
-			via = nodes[0]
-		}
-		n, err := openNode(t, fmt.Sprintf("n%d", i), t.TempDir(), via, mod)
-		if err != nil {
-			t.Fatal(err)
-		}
-		nodes = append(nodes, n)
-	}
-	return nodes
-}
-
-// leader polls until one live node leads.
-func leader(t testing.TB, nodes []*node) *node {
-	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		for _, n := range nodes {
-			if !n.down.Load() && n.cl.IsLeader() {
-				return n
-			}
-		}
-	}
-	t.Fatal("no leader within 20s")
-	return nil
-}
-
-// follower is a live node other than the leader l.
-func follower(t *testing.T, nodes []*node, l *node) *node {
-	t.Helper()
-	for _, n := range nodes {
-		if n != l && !n.down.Load() {
-			return n
-		}
-	}
-	t.Fatal("no live follower")
-	return nil
-}
-
-// collector keeps every value handed out, per tag, and checks they never
-// repeat, and that one node's values of one tag strictly increase.
-type collector struct {
-	mu     sync.Mutex
-	seen   map[string]map[int64]string
-	errs   map[string]int
-	values int
-}
-
-func newCollector() *collector {
-	return &collector{seen: map[string]map[int64]string{}, errs: map[string]int{}}
-}
-
-func (c *collector) add(t *testing.T, tag, who string, first, last int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.seen[tag] == nil {
-		c.seen[tag] = map[int64]string{}
-	}
-	for v := first; v <= last; v++ {
-		if prev, dup := c.seen[tag][v]; dup {
-			t.Errorf("tag %s value %d handed out twice: by %s and %s", tag, v, prev, who)
-		}
-		c.seen[tag][v] = who
-		c.values++
-	}
-}
-
-func (c *collector) count() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.values
-}
-
-func (c *collector) fail(err error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	code := strings.SplitN(err.Error(), " ", 2)[0]
-	c.errs[code]++
-}
-
-// load runs clients against every node until stop is closed: INCR, INCRBY,
-// NEXTSEG on two tags, each client checking its node's values increase.
-func load(t *testing.T, nodes []*node, c *collector, stop chan struct{}) *sync.WaitGroup {
-	var wg sync.WaitGroup
-	for _, n := range nodes {
-		for k := range 2 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				ctx := context.Background()
-				tag := []string{"orders", "invoices"}[k]
-				last := int64(0)
-				for i := 0; ; i++ {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					var first, l int64
-					var err error
-					switch i % 3 {
-					case 0:
-						l, err = n.rdb.Do(ctx, "INCR", tag).Int64()
-						first = l
-					case 1:
-						l, err = n.rdb.Do(ctx, "INCRBY", tag, 7).Int64()
-						first = l - 6
-					default:
-						var v []int64
-						v, err = n.rdb.Do(ctx, "NEXTSEG", tag, 50).Int64Slice()
-						if err == nil {
-							first, l = v[0], v[1]
-						}
-					}
-					if err != nil {
-						if n.down.Load() {
-							return
-						}
-						c.fail(err)
-						time.Sleep(10 * time.Millisecond)
-						continue
-					}
-					if first <= last {
-						t.Errorf("%s: %s value %d after %d from the same node", n.id, tag, first, last)
-					}
-					last = l
-					c.add(t, tag, n.id, first, l)
-				}
-			}()
-		}
-	}
-	return &wg
+// snapshotEvery configures Raft to snapshot every n log entries (its
+// default when n is 0).
+func snapshotEvery(n uint64) func(*idnode.Config) {
+	return func(c *idnode.Config) { c.SnapshotThreshold = n }
 }
 
 func TestConcurrentAllocationsFromEveryNodeAreDisjoint(t *testing.T) {
-	nodes := startCluster(t, 3, 0)
-	c := newCollector()
+	nodes := testcluster.New(t, 3, nil)
+	c := testcluster.NewCollector()
 	stop := make(chan struct{})
-	wg := load(t, nodes, c, stop)
-	time.Sleep(2 * time.Second)
+	wg := testcluster.Load(t, nodes, c, stop)
+	wait.For(t, 60*time.Second, "500 values from every node", func() (bool, string) {
+		counts := map[string]int{}
+		for _, n := range nodes {
+			counts[n.ID] = c.CountFrom(n.ID)
+			if counts[n.ID] < 500 {
+				return false, fmt.Sprintf("values per node %v; errors %v", counts, c.Errors())
+			}
+		}
+		return true, ""
+	})
 	close(stop)
 	wg.Wait()
-	if c.values < 1000 {
-		t.Fatalf("only %d values handed out", c.values)
-	}
 	// Worker IDs differ, GET is above everything handed out.
 	workers := map[int64]bool{}
 	for _, n := range nodes {
-		if workers[n.worker] {
-			t.Fatalf("%s: worker %d not unique", n.id, n.worker)
+		if workers[n.Worker] {
+			t.Fatalf("%s: worker %d not unique", n.ID, n.Worker)
 		}
-		workers[n.worker] = true
+		workers[n.Worker] = true
 	}
 	// GET on every node, follower or leader, is at least every value handed out.
-	for tag, vals := range c.seen {
-		top := int64(0)
-		for v := range vals {
-			top = max(top, v)
-		}
+	for tag, top := range c.Top() {
 		for _, n := range nodes {
-			hw, err := n.rdb.Do(context.Background(), "GET", tag).Int64()
+			hw, err := n.Client.Do(context.Background(), "GET", tag).Int64()
 			if err != nil || hw < top {
-				t.Fatalf("%s: GET %s on %s = %d (%v), below the value %d handed out", tag, tag, n.id, hw, err, top)
+				t.Fatalf("%s: GET %s on %s = %d (%v), below the value %d handed out", tag, tag, n.ID, hw, err, top)
 			}
 		}
 	}
-	l := leader(t, nodes)
-	t.Logf("%d values from 3 nodes, no repeat; %d raft applies on the leader; errors %v", c.values, l.cl.Applies(), c.errs)
+	l := nodes.WaitLeader(t)
+	t.Logf("%d values from 3 nodes, no repeat; %d raft applies on the leader; errors %v", c.Count(), l.Cluster.Applies(), c.Errors())
 }
 
 func TestLeaderLossMidLoadLosesNothing(t *testing.T) {
 	for _, how := range []string{"transfer", "shutdown"} {
 		t.Run(how, func(t *testing.T) {
-			nodes := startCluster(t, 3, 0)
-			c := newCollector()
+			nodes := testcluster.New(t, 3, nil)
+			c := testcluster.NewCollector()
 			stop := make(chan struct{})
-			wg := load(t, nodes, c, stop)
-			time.Sleep(700 * time.Millisecond)
-			old := leader(t, nodes)
+			wg := testcluster.Load(t, nodes, c, stop)
+			c.WaitCount(t, 20*time.Second, 300, "load before the leader change")
+			old := nodes.WaitLeader(t)
 			if how == "transfer" {
-				if err := old.cl.TransferLeadership(); err != nil {
+				if err := old.Cluster.TransferLeadership(); err != nil {
 					t.Fatal(err)
 				}
 			} else {
-				old.stop()
+				old.Stop()
 			}
-			time.Sleep(300 * time.Millisecond)
-			nl := leader(t, nodes)
-			if nl == old && how == "transfer" {
-				t.Fatal("leadership did not move")
-			}
-			before := c.count()
-			time.Sleep(1500 * time.Millisecond)
+			var nl *testcluster.Node
+			wait.For(t, testcluster.LeaderTimeout, "a leader other than "+old.ID, func() (bool, string) {
+				nl = nodes.Leader()
+				return nl != nil && nl != old, "none, or still " + old.ID
+			})
+			before := c.Count()
+			c.WaitCount(t, 20*time.Second, before+300, "values after the leader change")
 			close(stop)
 			wg.Wait()
-			if c.values <= before {
-				t.Fatalf("no values after the leader change (%d before, %d after)", before, c.values)
-			}
-			t.Logf("%s: %d values, no repeat; new leader %s; errors %v", how, c.values, nl.id, c.errs)
+			t.Logf("%s: %d values, no repeat; new leader %s; errors %v", how, c.Count(), nl.ID, c.Errors())
 		})
 	}
 }
 
 func TestNodeWithoutQuorumServesBufferThenTryAgain(t *testing.T) {
-	nodes := startCluster(t, 3, 0)
+	nodes := testcluster.New(t, 3, nil)
 	ctx := context.Background()
 	lone := nodes[2]
 	// Warm its buffer, then take the quorum away.
 	for range 10 {
-		if err := lone.rdb.Do(ctx, "INCR", "orders").Err(); err != nil {
+		if err := lone.Client.Do(ctx, "INCR", "orders").Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(200 * time.Millisecond) // let the prefetch land
-	nodes[0].stop()
-	nodes[1].stop()
+	lone.WaitSpare(t, "orders")
+	nodes[0].Stop()
+	nodes[1].Stop()
 	served, ids := 0, 0
 	var err error
 	for range 100000 {
-		if _, err = lone.rdb.Do(ctx, "NEXTID").Int64(); err != nil {
+		if _, err = lone.Client.Do(ctx, "NEXTID").Int64(); err != nil {
 			t.Fatalf("NEXTID without quorum: %v", err)
 		}
 		ids++
-		if err = lone.rdb.Do(ctx, "INCR", "orders").Err(); err != nil {
+		if err = lone.Client.Do(ctx, "INCR", "orders").Err(); err != nil {
 			break
 		}
 		served++
@@ -398,42 +131,37 @@ func TestNodeWithoutQuorumServesBufferThenTryAgain(t *testing.T) {
 	if served < 90 {
 		t.Fatalf("only %d INCRs served from the buffer", served)
 	}
-	if _, err := lone.rdb.Do(ctx, "NEXTID").Int64(); err != nil {
+	if _, err := lone.Client.Do(ctx, "NEXTID").Int64(); err != nil {
 		t.Fatalf("NEXTID after the buffer ran dry: %v", err)
 	}
 	t.Logf("without quorum: %d INCRs from the buffer, then TRYAGAIN; NEXTID kept working (%d)", served, ids)
 }
 
 func TestNewNodeRestoresFromSnapshot(t *testing.T) {
-	nodes := startCluster(t, 1, 16)
+	nodes := testcluster.New(t, 1, snapshotEvery(16))
 	ctx := context.Background()
 	var last int64
 	for i := range 200 {
-		v, err := nodes[0].rdb.Do(ctx, "NEXTSEG", fmt.Sprintf("t%d", i%5), 1000).Int64Slice()
+		v, err := nodes[0].Client.Do(ctx, "NEXTSEG", fmt.Sprintf("t%d", i%5), 1000).Int64Slice()
 		if err != nil {
 			t.Fatal(err)
 		}
 		last = v[1]
 	}
-	if err := nodes[0].cl.Snapshot(); err != nil {
+	if err := nodes[0].Cluster.Snapshot(); err != nil {
 		t.Fatal(err)
 	}
 	// A node that joins now gets the state by snapshot, the log being compacted.
-	n2 := startNode(t, "n2", t.TempDir(), nodes[0], 16)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if v, _ := n2.cl.Get("t4"); v == last {
-			break
-		}
-		if time.Now().After(deadline) {
-			v, _ := n2.cl.Get("t4")
-			t.Fatalf("new node has t4 at %d, want %d", v, last)
-		}
-	}
-	if n2.cl.Size() != 5 {
-		t.Fatalf("new node has %d tags, want 5", n2.cl.Size())
+	n2 := testcluster.Start(t, "n2", t.TempDir(), nodes[0], snapshotEvery(16))
+	wait.For(t, 10*time.Second, "the new node restores t4", func() (bool, string) {
+		v, _ := n2.Cluster.Get("t4")
+		return v == last, fmt.Sprintf("t4 at %d, want %d", v, last)
+	})
+	if n2.Cluster.Size() != 5 {
+		t.Fatalf("new node has %d tags, want 5", n2.Cluster.Size())
 	}
 	// And it allocates above what the snapshot holds.
-	v, err := n2.rdb.Do(ctx, "INCR", "t4").Int64()
+	v, err := n2.Client.Do(ctx, "INCR", "t4").Int64()
 	if err != nil || v <= last {
 		t.Fatalf("INCR on the restored node: %d %v (snapshot had %d)", v, err, last)
 	}
@@ -446,28 +174,27 @@ func TestNewNodeRestoresFromSnapshot(t *testing.T) {
 // never reads. The follower must start again on that directory, not be
 // refused as damaged.
 func TestRestartAfterInstallingASnapshot(t *testing.T) {
-	nodes := startCluster(t, 3, 64)
+	nodes := testcluster.New(t, 3, snapshotEvery(64))
 	ctx := context.Background()
-	l := leader(t, nodes)
-	f := follower(t, nodes, l)
-	f.stream.partition(true)
-	last := newTags(t, l.rdb, "t", 200)
-	if err := l.cl.Snapshot(); err != nil {
+	l := nodes.WaitLeader(t)
+	f := nodes.Follower(t, l)
+	f.Stream.Partition(true)
+	last := newTags(t, l.Client, "t", 200)
+	if err := l.Cluster.Snapshot(); err != nil {
 		t.Fatal(err)
 	}
-	f.stream.partition(false)
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if v, _ := f.cl.Get("t199"); v >= last {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the follower did not catch up: t199 at %d, want %d", func() int64 { v, _ := f.cl.Get("t199"); return v }(), last)
+	f.Stream.Partition(false)
+	caughtUp := func(tag string, want int64) func() (bool, string) {
+		return func() (bool, string) {
+			v, _ := f.Cluster.Get(tag)
+			return v >= want, fmt.Sprintf("%s at %d, want %d", tag, v, want)
 		}
 	}
-	newTags(t, l.rdb, "u", 20) // entries after the snapshot on the follower too
-	time.Sleep(500 * time.Millisecond)
-	f.stop()
-	st, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(f.dir, "raft", "raft.db"), BoltOptions: &bolt.Options{ReadOnly: true}})
+	wait.For(t, 20*time.Second, "the follower catches up", caughtUp("t199", last))
+	lastU := newTags(t, l.Client, "u", 20) // entries after the snapshot on the follower too
+	wait.For(t, 20*time.Second, "the follower applies the entries after the snapshot", caughtUp("u19", lastU))
+	f.Stop()
+	st, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(f.Dir, "raft", "raft.db"), BoltOptions: &bolt.Options{ReadOnly: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -484,11 +211,11 @@ func TestRestartAfterInstallingASnapshot(t *testing.T) {
 		t.Fatalf("the follower's log (%d..%d) has no gap: it did not catch up by a snapshot", first, end)
 	}
 	t.Logf("the follower's log: entries %d..%d, %d of them missing below the snapshot", first, end, missing)
-	f2, err := openNode(t, f.id, f.dir, l, func(c *idnode.Config) { c.SnapshotThreshold = 64 })
+	f2, err := testcluster.Open(t, f.ID, f.Dir, l, func(c *idnode.Config) { c.SnapshotThreshold = 64 })
 	if err != nil {
 		t.Fatalf("the follower does not start again: %v", err)
 	}
-	if v, err := f2.rdb.Do(ctx, "INCR", "t199").Int64(); err != nil || v <= last {
+	if v, err := f2.Client.Do(ctx, "INCR", "t199").Int64(); err != nil || v <= last {
 		t.Fatalf("INCR on the restarted follower: %d %v (the snapshot had %d)", v, err, last)
 	}
 }
@@ -516,17 +243,17 @@ func newTags(t *testing.T, rdb *redis.Client, prefix string, count int) int64 {
 // garbled entry is: the start is refused, naming it (a check that skipped
 // every entry up to the snapshot would let such a directory start).
 func TestUndecodableEntryBelowTheSnapshotIsRefused(t *testing.T) {
-	n := startNode(t, "n1", t.TempDir(), nil, 64)
-	newTags(t, n.rdb, "t", 200)
-	if err := n.cl.Snapshot(); err != nil {
+	n := testcluster.Start(t, "n1", t.TempDir(), nil, snapshotEvery(64))
+	newTags(t, n.Client, "t", 200)
+	if err := n.Cluster.Snapshot(); err != nil {
 		t.Fatal(err)
 	}
-	n.stop()
-	list := snapshots(t, n.dir)
+	n.Stop()
+	list := snapshots(t, n.Dir)
 	if len(list) == 0 {
 		t.Fatal("no snapshot")
 	}
-	db := filepath.Join(n.dir, "raft", "raft.db")
+	db := filepath.Join(n.Dir, "raft", "raft.db")
 	b, err := bolt.Open(db, 0o600, &bolt.Options{Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -545,7 +272,7 @@ func TestUndecodableEntryBelowTheSnapshotIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = openNode(t, n.id, n.dir, nil, func(c *idnode.Config) { c.SnapshotThreshold = 64 })
+	_, err = testcluster.Open(t, n.ID, n.Dir, nil, func(c *idnode.Config) { c.SnapshotThreshold = 64 })
 	if want := fmt.Sprintf("Raft log entry %d of", garbled); err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("a start with entry %d garbled (the snapshot is at %d): %v, want a refusal naming it", garbled, list[0].Index, err)
 	}
@@ -573,20 +300,20 @@ func snapshots(t *testing.T, dir string) []*raft.SnapshotMeta {
 // snapshot that opens, too (Raft said only 'failed to load any existing
 // snapshots').
 func TestCorruptSnapshotIsRefused(t *testing.T) {
-	n := startNode(t, "n1", t.TempDir(), nil, 64)
+	n := testcluster.Start(t, "n1", t.TempDir(), nil, snapshotEvery(64))
 	for round := range 2 {
-		newTags(t, n.rdb, fmt.Sprintf("t%d-", round), 200)
-		if err := n.cl.Snapshot(); err != nil {
+		newTags(t, n.Client, fmt.Sprintf("t%d-", round), 200)
+		if err := n.Cluster.Snapshot(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	n.stop()
-	list := snapshots(t, n.dir)
+	n.Stop()
+	list := snapshots(t, n.Dir)
 	if len(list) != 2 {
 		t.Fatalf("snapshots: %v, want two", list)
 	}
 	for i, want := range []string{"snapshot " + list[0].ID + ", at index", "no snapshot of the Raft state opens"} {
-		state := filepath.Join(n.dir, "raft", "snapshots", list[i].ID, "state.bin")
+		state := filepath.Join(n.Dir, "raft", "snapshots", list[i].ID, "state.bin")
 		b, err := os.ReadFile(state)
 		if err != nil {
 			t.Fatal(err)
@@ -595,7 +322,7 @@ func TestCorruptSnapshotIsRefused(t *testing.T) {
 		if err := os.WriteFile(state, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		_, err = openNode(t, n.id, n.dir, nil, func(c *idnode.Config) { c.SnapshotThreshold = 64 })
+		_, err = testcluster.Open(t, n.ID, n.Dir, nil, func(c *idnode.Config) { c.SnapshotThreshold = 64 })
 		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "CRC mismatch") {
 			t.Fatalf("a start with %d of 2 snapshots damaged: %v, want a refusal saying %q", i+1, err, want)
 		}
@@ -607,20 +334,20 @@ func TestCorruptSnapshotIsRefused(t *testing.T) {
 // INCR from its buffers, then answers TRYAGAIN; the majority carries on;
 // after healing, all serve again; no value ever repeats.
 func TestPartitions(t *testing.T) {
-	nodes := startCluster(t, 3, 0)
+	nodes := testcluster.New(t, 3, nil)
 	ctx := context.Background()
-	c := newCollector()
+	c := testcluster.NewCollector()
 	stop := make(chan struct{})
-	wg := load(t, nodes[:2], c, stop) // the third node is driven by hand below
+	wg := testcluster.Load(t, nodes[:2], c, stop) // the third node is driven by hand below
 	defer func() {
 		close(stop)
 		wg.Wait()
 	}()
-	time.Sleep(500 * time.Millisecond)
+	c.WaitCount(t, 20*time.Second, 100, "load before the partitions")
 
 	for _, victim := range []string{"follower", "leader"} {
-		l := leader(t, nodes)
-		var lone *node
+		l := nodes.WaitLeader(t)
+		var lone *testcluster.Node
 		for _, n := range nodes {
 			if (victim == "leader") == (n == l) {
 				lone = n
@@ -632,79 +359,70 @@ func TestPartitions(t *testing.T) {
 		// Warm the lone node's buffer for the tag it will serve alone.
 		tag := "alone-" + victim
 		for range 5 {
-			if v, err := lone.rdb.Do(ctx, "INCR", tag).Int64(); err != nil {
+			if v, err := lone.Client.Do(ctx, "INCR", tag).Int64(); err != nil {
 				t.Fatal(err)
 			} else {
-				c.add(t, tag, lone.id, v, v)
+				c.Add(t, tag, lone.ID, v, v)
 			}
 		}
 		time.Sleep(200 * time.Millisecond)
-		lone.stream.partition(true)
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			if _, ok := lone.cl.Leader(); !ok {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: the cut-off node still sees a leader", victim)
-			}
-		}
-		before := c.count()
+		lone.Stream.Partition(true)
+		wait.For(t, 10*time.Second, victim+": the cut-off node loses its leader", func() (bool, string) {
+			id, ok := lone.Cluster.Leader()
+			return !ok, fmt.Sprintf("it still sees %v", id)
+		})
+		before := c.Count()
 		served := 0
 		var err error
 		for range 100000 {
-			if _, err = lone.rdb.Do(ctx, "NEXTID").Int64(); err != nil {
+			if _, err = lone.Client.Do(ctx, "NEXTID").Int64(); err != nil {
 				t.Fatalf("%s: NEXTID while cut off: %v", victim, err)
 			}
 			var v int64
-			if v, err = lone.rdb.Do(ctx, "INCR", tag).Int64(); err != nil {
+			if v, err = lone.Client.Do(ctx, "INCR", tag).Int64(); err != nil {
 				break
 			}
-			c.add(t, tag, lone.id, v, v)
+			c.Add(t, tag, lone.ID, v, v)
 			served++
 		}
 		if err == nil || !strings.HasPrefix(err.Error(), "TRYAGAIN") {
 			t.Fatalf("%s: after %d INCRs cut off: %v, want TRYAGAIN", victim, served, err)
 		}
-		time.Sleep(time.Second)
-		if c.count() <= before+served {
-			t.Fatalf("%s: the majority handed out nothing while %s was cut off", victim, lone.id)
-		}
-		lone.stream.partition(false)
-		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			v, err := lone.rdb.Do(ctx, "INCR", tag).Int64()
+		c.WaitCount(t, 20*time.Second, before+served, victim+": the majority hands out values while "+lone.ID+" is cut off")
+		lone.Stream.Partition(false)
+		wait.For(t, 20*time.Second, victim+": INCR on "+lone.ID+" after healing", func() (bool, string) {
+			v, err := lone.Client.Do(ctx, "INCR", tag).Int64()
 			if err == nil {
-				c.add(t, tag, lone.id, v, v)
-				break
+				c.Add(t, tag, lone.ID, v, v)
+				return true, ""
 			}
-			if time.Now().After(deadline) {
-				st := lone.cl.Status()
-				t.Fatalf("%s: after healing: %v (lone %s: role %s term %s leader %q)", victim, err, lone.id, st.Role, st.Term, st.LeaderID)
-			}
-		}
+			st := lone.Cluster.Status()
+			return false, fmt.Sprintf("%v (role %s term %s leader %q)", err, st.Role, st.Term, st.LeaderID)
+		})
 		t.Logf("%s cut off: %d INCRs from its buffer, then TRYAGAIN; NEXTID kept working; healed and serving", victim, served)
 	}
-	t.Logf("%d values in all, no repeat; errors %v", c.count(), c.errs)
+	t.Logf("%d values in all, no repeat; errors %v", c.Count(), c.Errors())
 }
 
 // TestForgetFreesTheWorkerID: after CLUSTER FORGET, a new node gets the
 // forgotten worker ID and starts its clock above the forgotten node's last
 // lease, which that node could not extend.
 func TestForgetFreesTheWorkerID(t *testing.T) {
-	nodes := startCluster(t, 3, 0)
+	nodes := testcluster.New(t, 3, nil)
 	ctx := context.Background()
 	gone := nodes[2]
-	w := gone.worker
-	lease := gone.gen.Status().LeaseEndMS
-	gone.stop()
-	if err := nodes[1].rdb.Do(ctx, "CLUSTER", "FORGET", gone.id).Err(); err != nil {
+	w := gone.Worker
+	lease := gone.Gen.Status().LeaseEndMS
+	gone.Stop()
+	if err := nodes[1].Client.Do(ctx, "CLUSTER", "FORGET", gone.ID).Err(); err != nil {
 		t.Fatal(err)
 	}
 	// A new node: a new data directory, a new ID.
-	n4 := startNode(t, "n4", t.TempDir(), leader(t, nodes), 0)
-	if w4 := n4.worker; w4 != w {
-		t.Fatalf("new node got worker %d, want the forgotten %d", n4.worker, w)
+	n4 := testcluster.Start(t, "n4", t.TempDir(), nodes.WaitLeader(t), nil)
+	if w4 := n4.Worker; w4 != w {
+		t.Fatalf("new node got worker %d, want the forgotten %d", n4.Worker, w)
 	}
-	id, err := n4.rdb.Do(ctx, "NEXTID").Int64()
+	id, err := n4.Client.Do(ctx, "NEXTID").Int64()
 	if err != nil {
 		t.Fatalf("NEXTID on the new holder of a reused worker: %v", err)
 	}
@@ -712,15 +430,10 @@ func TestForgetFreesTheWorkerID(t *testing.T) {
 	if ms := p.UnixMS - engine.DefaultEpoch.UnixMilli(); ms <= lease {
 		t.Fatalf("new holder of worker %d issued at %d ms, not above the forgotten holder's lease end %d", w, ms, lease)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		info, _ := n4.rdb.Do(ctx, "CLUSTER", "INFO").Text()
-		if strings.Contains(info, "\r\nmembers:3\r\n") && strings.Contains(info, "n4=") && !strings.Contains(info, gone.id+"=") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("CLUSTER INFO after forget and join:\n%s", info)
-		}
-	}
+	wait.For(t, 10*time.Second, "CLUSTER INFO lists n4 and not "+gone.ID, func() (bool, string) {
+		info, _ := n4.Client.Do(ctx, "CLUSTER", "INFO").Text()
+		return strings.Contains(info, "\r\nmembers:3\r\n") && strings.Contains(info, "n4=") && !strings.Contains(info, gone.ID+"="), info
+	})
 }
 
 // TestWipedMemberIsRefused: a member's node ID coming back with an empty
@@ -728,36 +441,36 @@ func TestForgetFreesTheWorkerID(t *testing.T) {
 // changes nothing: its empty log never votes. After CLUSTER FORGET it may
 // join, with a worker ID whose IDs never meet the old incarnation's.
 func TestWipedMemberIsRefused(t *testing.T) {
-	nodes := startCluster(t, 3, 0)
+	nodes := testcluster.New(t, 3, nil)
 	ctx := context.Background()
 	old := nodes[2]
-	before, err := old.rdb.Do(ctx, "NEXTID", 1000).Int64Slice()
+	before, err := old.Client.Do(ctx, "NEXTID", 1000).Int64Slice()
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := nodes[0].rdb.Do(ctx, "NEXTSEG", "s", 1000).Int64Slice()
+	v, err := nodes[0].Client.Do(ctx, "NEXTSEG", "s", 1000).Int64Slice()
 	if err != nil {
 		t.Fatal(err)
 	}
-	old.stop()
-	_, err = openNode(t, old.id, t.TempDir(), nodes[0], nil)
-	if err == nil || !strings.Contains(err.Error(), "CLUSTER FORGET "+old.id) {
+	old.Stop()
+	_, err = testcluster.Open(t, old.ID, t.TempDir(), nodes[0], nil)
+	if err == nil || !strings.Contains(err.Error(), "CLUSTER FORGET "+old.ID) {
 		t.Fatalf("a wiped member rejoined: %v", err)
 	}
-	info, _ := nodes[0].rdb.Do(ctx, "CLUSTER", "INFO").Text()
+	info, _ := nodes[0].Client.Do(ctx, "CLUSTER", "INFO").Text()
 	if !strings.Contains(info, "\r\nmembers:3\r\n") {
 		t.Fatalf("a refused join changed the cluster:\n%s", info)
 	}
 	// The two survivors still allocate, above everything before.
-	w, err := nodes[1].rdb.Do(ctx, "NEXTSEG", "s", 1000).Int64Slice()
+	w, err := nodes[1].Client.Do(ctx, "NEXTSEG", "s", 1000).Int64Slice()
 	if err != nil || w[0] <= v[1] {
 		t.Fatalf("NEXTSEG after the refused join: %v %v (before %v)", w, err, v)
 	}
-	if err := nodes[0].rdb.Do(ctx, "CLUSTER", "FORGET", old.id).Err(); err != nil {
+	if err := nodes[0].Client.Do(ctx, "CLUSTER", "FORGET", old.ID).Err(); err != nil {
 		t.Fatal(err)
 	}
-	again := startNode(t, old.id, t.TempDir(), nodes[0], 0)
-	after, err := again.rdb.Do(ctx, "NEXTID", 1000).Int64Slice()
+	again := testcluster.Start(t, old.ID, t.TempDir(), nodes[0], nil)
+	after, err := again.Client.Do(ctx, "NEXTID", 1000).Int64Slice()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -774,43 +487,38 @@ func TestWipedMemberIsRefused(t *testing.T) {
 // forgotten, while clients on the others keep allocating; nothing repeats
 // and the new node serves.
 func TestMembershipChangesUnderLoad(t *testing.T) {
-	nodes := startCluster(t, 3, 0)
-	c := newCollector()
+	nodes := testcluster.New(t, 3, nil)
+	c := testcluster.NewCollector()
 	stop := make(chan struct{})
-	wg := load(t, nodes[:2], c, stop)
-	time.Sleep(300 * time.Millisecond)
-	n4 := startNode(t, "n4", t.TempDir(), leader(t, nodes), 0)
-	nodes[2].stop()
+	wg := testcluster.Load(t, nodes[:2], c, stop)
+	c.WaitCount(t, 20*time.Second, 100, "load before the membership changes")
+	n4 := testcluster.Start(t, "n4", t.TempDir(), nodes.WaitLeader(t), nil)
+	nodes[2].Stop()
 	ctx := context.Background()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		err := nodes[0].rdb.Do(ctx, "CLUSTER", "FORGET", "n3").Err()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("FORGET n3 under load: %v", err)
-		}
-	}
-	more := load(t, []*node{n4}, c, stop)
-	before := c.count()
-	time.Sleep(time.Second)
+	wait.For(t, 10*time.Second, "FORGET n3 under load", func() (bool, string) {
+		err := nodes[0].Client.Do(ctx, "CLUSTER", "FORGET", "n3").Err()
+		return err == nil, fmt.Sprint(err)
+	})
+	more := testcluster.Load(t, testcluster.Cluster{n4}, c, stop)
+	before := c.Count()
+	c.WaitCount(t, 20*time.Second, before+100, "values after the membership changes")
+	wait.For(t, 20*time.Second, "n4 serves", func() (bool, string) {
+		return c.CountFrom("n4") > 0, fmt.Sprintf("errors %v", c.Errors())
+	})
 	close(stop)
 	wg.Wait()
 	more.Wait()
-	if c.count() <= before {
-		t.Fatal("nothing handed out after the membership changes")
-	}
-	info, _ := n4.rdb.Do(ctx, "CLUSTER", "INFO").Text()
+	info, _ := n4.Client.Do(ctx, "CLUSTER", "INFO").Text()
 	if !strings.Contains(info, "\r\nmembers:3\r\n") {
 		t.Fatalf("after join and forget:\n%s", info)
 	}
-	t.Logf("join of n4 and forget of n3 under load: %d values, no repeat; errors %v", c.count(), c.errs)
+	t.Logf("join of n4 and forget of n3 under load: %d values, no repeat; errors %v", c.Count(), c.Errors())
 }
 
 // TestConcurrentSetNXOneWins: SET NX sent at once through every node (the
 // followers forward it) creates the tag exactly once.
 func TestConcurrentSetNXOneWins(t *testing.T) {
-	nodes := startCluster(t, 3, 0)
+	nodes := testcluster.New(t, 3, nil)
 	for round := range 5 {
 		tag := fmt.Sprintf("orders%d", round)
 		var wg sync.WaitGroup
@@ -820,7 +528,7 @@ func TestConcurrentSetNXOneWins(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				n := nodes[i%len(nodes)]
-				v, err := n.rdb.Do(context.Background(), "SET", tag, 1000000+i, "NX").Result()
+				v, err := n.Client.Do(context.Background(), "SET", tag, 1000000+i, "NX").Result()
 				if err != nil && err != redis.Nil {
 					results[i] = err
 					return

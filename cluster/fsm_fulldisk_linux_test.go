@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"idserver/internal/testproc"
+	"idserver/internal/wait"
 	"idserver/persist"
 )
 
@@ -57,11 +58,7 @@ func TestFSMWaitsForDiskSpaceWithoutItsLock(t *testing.T) {
 	}
 	applied := make(chan any, 1)
 	go func() { applied <- applyEntry(t, f, 2, newEntry(entryAlloc).uvarint(1).string("a").varint(5)) }()
-	for deadline := time.Now().Add(10 * time.Second); f.full.Load() == nil; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the apply did not wait for disk space")
-		}
-	}
+	wait.For(t, 10*time.Second, "the apply waits for disk space", func() (bool, string) { return f.full.Load() != nil, "it did not" })
 	read := make(chan string, 3)
 	go func() {
 		f.tag("a")

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"idserver/cluster"
+	"idserver/internal/testcluster"
 	"idserver/internal/testproc"
 	idnode "idserver/node"
 )
@@ -31,13 +32,13 @@ import (
 func TestLeaderOnAFullDiskAnswersWithinTheApplyBudget(t *testing.T) {
 	mnt := testproc.Tmpfs(t, "16m")
 	steps := &countingHandler{Handler: slog.NewTextHandler(io.Discard, nil), prefix: "high-water step failed"}
-	nd, err := openNode(t, "n1", filepath.Join(mnt, "n1"), nil, func(c *idnode.Config) { c.Logger = slog.New(steps) })
+	nd, err := testcluster.Open(t, "n1", filepath.Join(mnt, "n1"), nil, func(c *idnode.Config) { c.Logger = slog.New(steps) })
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, _, err := nd.cl.Set(ctx, "t", 10, ""); err != nil {
+	if _, _, err := nd.Cluster.Set(ctx, "t", 10, ""); err != nil {
 		t.Fatal(err)
 	}
 	// Leave 512 KiB free: below the reserve (1.6 MiB), room for Raft.
@@ -49,7 +50,7 @@ func TestLeaderOnAFullDiskAnswersWithinTheApplyBudget(t *testing.T) {
 	if err := os.WriteFile(filler, make([]byte, int64(st.Bavail)*st.Bsize-512<<10), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	budget := nd.cl.Timing().Apply
+	budget := nd.Cluster.Timing().Apply
 	type answer struct {
 		what string
 		err  error
@@ -58,11 +59,11 @@ func TestLeaderOnAFullDiskAnswersWithinTheApplyBudget(t *testing.T) {
 	answers := make(chan answer, 2)
 	start := time.Now()
 	go func() {
-		_, err := nd.cl.RenewLease(ctx, nd.worker, nd.cl.Lease()+1000)
+		_, err := nd.Cluster.RenewLease(ctx, nd.Worker, nd.Cluster.Lease()+1000)
 		answers <- answer{"RenewLease", err, time.Since(start)}
 	}()
 	go func() {
-		_, _, err := nd.cl.Set(ctx, "t", 20, "")
+		_, _, err := nd.Cluster.Set(ctx, "t", 20, "")
 		answers <- answer{"SET", err, time.Since(start)}
 	}()
 	for range 2 {
@@ -84,10 +85,10 @@ func TestLeaderOnAFullDiskAnswersWithinTheApplyBudget(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := nd.cl.RenewLease(ctx, nd.worker, nd.cl.Lease()+1000); err != nil {
+	if _, err := nd.Cluster.RenewLease(ctx, nd.Worker, nd.Cluster.Lease()+1000); err != nil {
 		t.Errorf("RenewLease once space is freed: %v", err)
 	}
-	if _, _, err := nd.cl.Set(ctx, "t", 30, ""); err != nil {
+	if _, _, err := nd.Cluster.Set(ctx, "t", 30, ""); err != nil {
 		t.Errorf("SET once space is freed: %v", err)
 	}
 }

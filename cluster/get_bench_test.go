@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"testing"
 
+	"idserver/internal/testcluster"
 	idnode "idserver/node"
 )
 
@@ -14,13 +15,13 @@ import (
 // three-node one: one client at a time (latency), and 50 at once.
 func BenchmarkGET(b *testing.B) {
 	for _, size := range []int{1, 3} {
-		nodes := openCluster(b, size, func(c *idnode.Config) { c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil)) })
+		nodes := testcluster.New(b, size, func(c *idnode.Config) { c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil)) })
 		ctx := context.Background()
-		l := leader(b, nodes)
-		if err := l.rdb.Incr(ctx, "bench").Err(); err != nil {
+		l := nodes.WaitLeader(b)
+		if err := l.Client.Incr(ctx, "bench").Err(); err != nil {
 			b.Fatal(err)
 		}
-		targets := map[string]*node{"leader": l}
+		targets := map[string]*testcluster.Node{"leader": l}
 		if size > 1 {
 			for _, n := range nodes {
 				if n != l {
@@ -32,7 +33,7 @@ func BenchmarkGET(b *testing.B) {
 		for role, n := range targets {
 			b.Run(sizeName(size)+"/"+role+"/serial", func(b *testing.B) {
 				for range b.N {
-					if err := n.rdb.Get(ctx, "bench").Err(); err != nil {
+					if err := n.Client.Get(ctx, "bench").Err(); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -41,7 +42,7 @@ func BenchmarkGET(b *testing.B) {
 				b.SetParallelism(25) // 2 cores: 50 goroutines
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
-						if err := n.rdb.Get(ctx, "bench").Err(); err != nil {
+						if err := n.Client.Get(ctx, "bench").Err(); err != nil {
 							b.Error(err)
 							return
 						}
@@ -50,7 +51,7 @@ func BenchmarkGET(b *testing.B) {
 			})
 		}
 		for _, n := range nodes {
-			n.stop()
+			n.Stop()
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -20,25 +21,21 @@ import (
 
 	"idserver/engine"
 	"idserver/internal/testproc"
+	"idserver/internal/wait"
 )
 
 // waitLog polls until the log holds every one of want.
 func waitLog(t *testing.T, log *testproc.Buffer, want ...string) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		text, missing := log.String(), ""
+	wait.For(t, 5*time.Second, "the log says every one of what it should", func() (bool, string) {
+		text := log.String()
 		for _, w := range want {
 			if !strings.Contains(text, w) {
-				missing = w
+				return false, fmt.Sprintf("never %q in:\n%s", w, text)
 			}
 		}
-		if missing == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the log never said %q:\n%s", missing, text)
-		}
-	}
+		return true, ""
+	})
 }
 
 // recordingNet is TCP whose dialed connections keep what they wrote.
@@ -331,11 +328,10 @@ func TestHandshakesUnderWayAreBounded(t *testing.T) {
 		}
 		silent = append(silent, c)
 		// In order: the first one dialed is the first one under way.
-		for deadline := time.Now().Add(5 * time.Second); m.underWay() < len(silent); time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d handshakes under way, want %d", m.underWay(), len(silent))
-			}
-		}
+		wait.For(t, 5*time.Second, fmt.Sprintf("%d handshakes under way", len(silent)), func() (bool, string) {
+			n := m.underWay()
+			return n >= len(silent), fmt.Sprint(n)
+		})
 	}
 	conn, err := dialerMux(tcpNetwork{}, "pw", "c1").dial(addr, streamRPC, 2*time.Second)
 	if err != nil {
@@ -385,22 +381,19 @@ func TestSilentFloodDoesNotLockNodesOut(t *testing.T) {
 		}()
 	}
 	defer func() { close(stop); wg.Wait() }()
-	for deadline := time.Now().Add(5 * time.Second); m.underWay() < maxHandshakes; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d handshakes under way, want the flood to fill %d", m.underWay(), maxHandshakes)
-		}
-	}
+	wait.For(t, 5*time.Second, fmt.Sprintf("the flood fills %d handshakes", maxHandshakes), func() (bool, string) {
+		n := m.underWay()
+		return n >= maxHandshakes, fmt.Sprintf("%d under way", n)
+	})
 	for i := range 20 {
-		for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		wait.For(t, 2*time.Second, fmt.Sprintf("node %d of 20 with the secret gets in under a flood of silent handshakes", i+1), func() (bool, string) {
 			conn, err := dialerMux(tcpNetwork{}, "pw", "c1").dial(addr, streamRPC, time.Second)
-			if err == nil {
-				conn.Close()
-				break
+			if err != nil {
+				return false, err.Error()
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("node %d of 20 with the secret, under a flood of silent handshakes: %v, want in within 2 s", i+1, err)
-			}
-		}
+			conn.Close()
+			return true, ""
+		})
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"idserver/cluster"
+	"idserver/internal/testcluster"
 	idnode "idserver/node"
 )
 
@@ -59,17 +60,17 @@ func TestDeadMemberDoesNotFloodTheLeadersLog(t *testing.T) {
 	t.Cleanup(cluster.SetRaftLogFold(fold))
 	var mu sync.Mutex
 	counters := map[string]*errorCounter{}
-	nodes := openCluster(t, 3, func(c *idnode.Config) {
+	nodes := testcluster.New(t, 3, func(c *idnode.Config) {
 		ec := &errorCounter{byMsg: map[string]int{}}
 		mu.Lock()
 		counters[c.NodeID] = ec
 		mu.Unlock()
 		c.Logger = slog.New(ec)
 	})
-	l := leader(t, nodes)
-	victim := follower(t, nodes, l)
-	victim.stop()
-	ec := counters[l.id]
+	l := nodes.WaitLeader(t)
+	victim := nodes.Follower(t, l)
+	victim.Stop()
+	ec := counters[l.ID]
 	lines0, _, _ := ec.counts()
 	start := time.Now()
 	for time.Since(start) < window {
@@ -78,7 +79,7 @@ func TestDeadMemberDoesNotFloodTheLeadersLog(t *testing.T) {
 	lines, messages, folded := ec.counts()
 	lines -= lines0
 	ec.mu.Lock()
-	t.Logf("%d ERROR lines of %d messages in %v with %s down, %d repeats folded: %v", lines, messages, window, victim.id, folded, ec.byMsg)
+	t.Logf("%d ERROR lines of %d messages in %v with %s down, %d repeats folded: %v", lines, messages, window, victim.ID, folded, ec.byMsg)
 	ec.mu.Unlock()
 	if bound := messages*int(window/fold+1) + 3; lines > bound {
 		t.Errorf("%d ERROR lines in %v from %d messages, want at most %d (each once per %v)", lines, window, messages, bound, fold)

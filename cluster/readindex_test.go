@@ -3,10 +3,13 @@ package cluster_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"idserver/cluster"
+	"idserver/internal/testcluster"
+	"idserver/internal/wait"
 	idnode "idserver/node"
 )
 
@@ -21,68 +24,60 @@ func TestDeposedLeaderAnswersNoStaleGET(t *testing.T) {
 		return func(c *idnode.Config) { c.RaftTimeoutScale = float64(hb) / float64(cluster.TimingFor(1).Heartbeat) }
 	}
 	// n2 leads first: autopilot promotes the joiners on its (short) timing.
-	n2, err := openNode(t, "n2", t.TempDir(), nil, timings(5*time.Second))
+	n2, err := testcluster.Open(t, "n2", t.TempDir(), nil, timings(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	n3, err := openNode(t, "n3", t.TempDir(), n2, timings(5*time.Second))
+	n3, err := testcluster.Open(t, "n3", t.TempDir(), n2, timings(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	n1, err := openNode(t, "n1", t.TempDir(), n2, timings(40*time.Second))
+	n1, err := testcluster.Open(t, "n1", t.TempDir(), n2, timings(40*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	nodes := []*node{n1, n2, n3}
+	nodes := testcluster.Cluster{n1, n2, n3}
 	ctx := context.Background()
 	// Hand the leadership on until n1, the slow one, has it.
-	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		l := leader(t, nodes)
+	wait.For(t, 90*time.Second, "n1 takes the leadership", func() (bool, string) {
+		l := nodes.WaitLeader(t)
 		if l == n1 {
-			break
+			return true, ""
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("n1 never took the leadership; %s leads", l.id)
+		if st := l.Cluster.Status(); st.Voters < 3 {
+			return false, "the joiners are not voters yet"
 		}
-		if st := l.cl.Status(); st.Voters < 3 {
-			continue // the joiners are not voters yet
+		if err := cluster.TransferLeadershipTo(l.Cluster, "n1", n1.Stream.Addr().String()); err != nil {
+			t.Logf("transfer from %s: %v", l.ID, err)
 		}
-		if err := cluster.TransferLeadershipTo(l.cl, "n1", n1.stream.Addr().String()); err != nil {
-			t.Logf("transfer from %s: %v", l.id, err)
-		}
-	}
-	old, err := n1.rdb.Incr(ctx, "stale").Result()
+		return false, l.ID + " leads"
+	})
+	old, err := n1.Client.Incr(ctx, "stale").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	n1.stream.partition(true)
+	n1.Stream.Partition(true)
 	var fresh int64
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if n2.cl.IsLeader() || n3.cl.IsLeader() {
-			l := n2
-			if n3.cl.IsLeader() {
-				l = n3
-			}
-			if fresh, err = l.rdb.Incr(ctx, "stale").Result(); err == nil {
-				break
-			}
+	wait.For(t, 60*time.Second, "a new leader hands out a value", func() (bool, string) {
+		l := (testcluster.Cluster{n2, n3}).Leader()
+		if l == nil {
+			return false, "neither n2 nor n3 leads"
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no new leader handed out a value within 60s: %v", err)
-		}
-	}
-	if !n1.cl.IsLeader() {
+		fresh, err = l.Client.Incr(ctx, "stale").Result()
+		return err == nil, fmt.Sprint(err)
+	})
+	if !n1.Cluster.IsLeader() {
 		t.Skip("n1 noticed it was cut off before the test could ask it (a slow machine)")
 	}
 	gctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	v, ok, err := n1.cl.High(gctx, "stale")
-	t.Logf("n1 (cut off, still leader: %v) handed out %d; the new leader %d; n1's GET: %d %v %v", n1.cl.IsLeader(), old, fresh, v, ok, err)
+	v, ok, err := n1.Cluster.High(gctx, "stale")
+	t.Logf("n1 (cut off, still leader: %v) handed out %d; the new leader %d; n1's GET: %d %v %v", n1.Cluster.IsLeader(), old, fresh, v, ok, err)
 	switch {
 	case err != nil && !errors.Is(err, cluster.ErrNoLeader):
 		t.Fatalf("the deposed leader's GET: %v, want ErrNoLeader", err)
 	case err == nil && v < fresh:
 		t.Fatalf("the deposed leader's GET answered %d, below %d the new leader handed out before it", v, fresh)
 	}
-	n1.stream.partition(false)
+	n1.Stream.Partition(false)
 }

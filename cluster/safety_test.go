@@ -5,6 +5,7 @@ package cluster_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,20 +14,22 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"idserver/internal/testcluster"
+	"idserver/internal/wait"
 	idnode "idserver/node"
 )
 
 func shortLease(c *idnode.Config) { c.WorkerLease = 2 * time.Second }
 
-func startLeased(t *testing.T, size int) []*node {
+func startLeased(t *testing.T, size int) testcluster.Cluster {
 	t.Helper()
-	n1, err := openNode(t, "n1", t.TempDir(), nil, shortLease)
+	n1, err := testcluster.Open(t, "n1", t.TempDir(), nil, shortLease)
 	if err != nil {
 		t.Fatal(err)
 	}
-	nodes := []*node{n1}
+	nodes := testcluster.Cluster{n1}
 	for i := 2; i <= size; i++ {
-		n, err := openNode(t, "n"+string(rune('0'+i)), t.TempDir(), n1, shortLease)
+		n, err := testcluster.Open(t, "n"+string(rune('0'+i)), t.TempDir(), n1, shortLease)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -39,7 +42,15 @@ func startLeased(t *testing.T, size int) []*node {
 type idCollector struct {
 	mu   sync.Mutex
 	seen map[int64]string
+	by   map[string]int // IDs per node
 	t    *testing.T
+}
+
+// from counts the IDs who issued.
+func (c *idCollector) from(who string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.by[who]
 }
 
 func (c *idCollector) add(who string, ids []int64) {
@@ -51,6 +62,10 @@ func (c *idCollector) add(who string, ids []int64) {
 		}
 		c.seen[id] = who
 	}
+	if c.by == nil {
+		c.by = map[string]int{}
+	}
+	c.by[who] += len(ids)
 }
 
 // issueUntil runs NEXTID 100 on rdb until stop closes; it returns the
@@ -92,27 +107,34 @@ func TestForgottenNodeThatRunsOn(t *testing.T) {
 	var n3Err, n4Err atomic.Pointer[string]
 	var n3ErrAt, n4ErrAt atomic.Int64
 	gone := nodes[2]
-	w3 := issueUntil(ids, "n3", gone.rdb, stop, &n3Err, &n3ErrAt)
-	time.Sleep(300 * time.Millisecond)
+	w3 := issueUntil(ids, "n3", gone.Client, stop, &n3Err, &n3ErrAt)
+	wait.For(t, 10*time.Second, "n3 issues IDs", func() (bool, string) { return ids.from("n3") > 0, fmt.Sprint(n3Err.Load()) })
 	ctx := context.Background()
-	if err := nodes[0].rdb.Do(ctx, "CLUSTER", "FORGET", "n3").Err(); err != nil {
+	if err := nodes[0].Client.Do(ctx, "CLUSTER", "FORGET", "n3").Err(); err != nil {
 		t.Fatal(err)
 	}
 	forgotAt := time.Now()
 	// A forgotten node that still runs was told: it hands out no more
 	// values, not even buffered ones (a SET after the FORGET would miss it).
-	if err := gone.rdb.Do(ctx, "INCR", "after-forget").Err(); err == nil || !strings.Contains(err.Error(), "removed by its cluster") {
+	if err := gone.Client.Do(ctx, "INCR", "after-forget").Err(); err == nil || !strings.Contains(err.Error(), "removed by its cluster") {
 		t.Fatalf("INCR on the forgotten node: %v", err)
 	}
-	n4, err := openNode(t, "n4", t.TempDir(), nodes[0], shortLease)
+	n4, err := testcluster.Open(t, "n4", t.TempDir(), nodes[0], shortLease)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n4.worker != gone.worker {
-		t.Fatalf("n4 got worker %d, not the forgotten %d", n4.worker, gone.worker)
+	if n4.Worker != gone.Worker {
+		t.Fatalf("n4 got worker %d, not the forgotten %d", n4.Worker, gone.Worker)
 	}
-	w4 := issueUntil(ids, "n4", n4.rdb, stop, &n4Err, &n4ErrAt)
-	time.Sleep(4 * time.Second)
+	w4 := issueUntil(ids, "n4", n4.Client, stop, &n4Err, &n4ErrAt)
+	// Both issue until the forgotten node's lease ends; n4 goes on after.
+	wait.For(t, 10*time.Second, "the forgotten node stops issuing and n4 issues after it", func() (bool, string) {
+		n4IDs := ids.from("n4")
+		if n3Err.Load() == nil {
+			return false, fmt.Sprintf("n3 still issues; n4 issued %d", n4IDs)
+		}
+		return n4IDs > 1000, fmt.Sprintf("n4 issued %d", n4IDs)
+	})
 	close(stop)
 	w3.Wait()
 	w4.Wait()
@@ -129,11 +151,11 @@ func TestForgottenNodeThatRunsOn(t *testing.T) {
 	if m := n4Err.Load(); m != nil {
 		t.Fatalf("the new holder of the worker ID answered %s", *m)
 	}
-	gone.stop()
+	gone.Stop()
 	// Restarted with its data, it is refused as removed, which the program
 	// then answers by moving the directory aside and joining again (the
 	// process test TestRemovedPodBackWithItsVolumeJoinsAgain).
-	_, err = openNode(t, "n3", gone.dir, nodes[0], shortLease)
+	_, err = testcluster.Open(t, "n3", gone.Dir, nodes[0], shortLease)
 	if again, removed := idnode.Rejoin(idnode.Config{}, err); !removed || again.NodeID != "n3" || again.Join == "" {
 		t.Fatalf("the forgotten node restarted with its data: %v (removed %v, rejoin as %q through %q)", err, removed, again.NodeID, again.Join)
 	}
@@ -148,12 +170,12 @@ func TestCutOffNodeStopsAtLeaseEnd(t *testing.T) {
 	nodes := startLeased(t, 3)
 	lone := nodes[2]
 	ctx := context.Background()
-	lone.stream.partition(true)
+	lone.Stream.Partition(true)
 	cut := time.Now()
 	var served int
 	var err error
 	for time.Since(cut) < 6*time.Second {
-		if err = lone.rdb.Do(ctx, "NEXTID").Err(); err != nil {
+		if err = lone.Client.Do(ctx, "NEXTID").Err(); err != nil {
 			break
 		}
 		served++
@@ -164,43 +186,39 @@ func TestCutOffNodeStopsAtLeaseEnd(t *testing.T) {
 	if since := time.Since(cut); since > 3500*time.Millisecond || since < time.Second {
 		t.Fatalf("cut off node stopped after %v with a 2s lease", since)
 	}
-	lone.stream.partition(false)
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if err = lone.rdb.Do(ctx, "NEXTID").Err(); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after healing: %v", err)
-		}
-	}
+	lone.Stream.Partition(false)
+	wait.For(t, 15*time.Second, "NEXTID after healing", func() (bool, string) {
+		err := lone.Client.Do(ctx, "NEXTID").Err()
+		return err == nil, fmt.Sprint(err)
+	})
 	t.Logf("cut off: %d NEXTIDs, then %q after %v; healed and issuing", served, "TRYAGAIN worker lease ended ...", time.Since(cut).Round(time.Millisecond))
 }
 
 // TestSetIsSeenByEveryMember: after SET tag v answers OK, INCR on
 // any node, on the connection that just drew from its buffer, is above v.
 func TestSetIsSeenByEveryMember(t *testing.T) {
-	nodes := startCluster(t, 3, 0)
+	nodes := testcluster.New(t, 3, nil)
 	ctx := context.Background()
-	l := leader(t, nodes)
+	l := nodes.WaitLeader(t)
 	for round := range 300 {
 		tag := "t" + string(rune('a'+round%5))
 		f := nodes[round%3]
-		if err := f.rdb.Do(ctx, "INCR", tag).Err(); err != nil {
+		if err := f.Client.Do(ctx, "INCR", tag).Err(); err != nil {
 			t.Fatal(err)
 		}
-		high, err := l.rdb.Do(ctx, "GET", tag).Int64()
+		high, err := l.Client.Do(ctx, "GET", tag).Int64()
 		if err != nil {
 			t.Fatal(err)
 		}
 		v := high + 50
 		via := nodes[(round/3)%3]
-		if err := via.rdb.Do(ctx, "SET", tag, v).Err(); err != nil {
-			t.Fatalf("round %d: SET %s %d on %s: %v", round, tag, v, via.id, err)
+		if err := via.Client.Do(ctx, "SET", tag, v).Err(); err != nil {
+			t.Fatalf("round %d: SET %s %d on %s: %v", round, tag, v, via.ID, err)
 		}
 		for _, n := range nodes {
-			got, err := n.rdb.Do(ctx, "INCR", tag).Int64()
+			got, err := n.Client.Do(ctx, "INCR", tag).Int64()
 			if err != nil || got <= v {
-				t.Fatalf("round %d: INCR %s on %s after SET %d (sent to %s): %d %v", round, tag, n.id, v, via.id, got, err)
+				t.Fatalf("round %d: INCR %s on %s after SET %d (sent to %s): %d %v", round, tag, n.ID, v, via.ID, got, err)
 			}
 		}
 	}
@@ -210,39 +228,35 @@ func TestSetIsSeenByEveryMember(t *testing.T) {
 // error naming that member, before anything is dropped or committed; once
 // healed, that member's values are above the floor.
 func TestSetWithAMemberCutOff(t *testing.T) {
-	nodes := startCluster(t, 3, 0)
+	nodes := testcluster.New(t, 3, nil)
 	ctx := context.Background()
-	l := leader(t, nodes)
-	lone := follower(t, nodes, l)
-	if err := lone.rdb.Do(ctx, "INCR", "s").Err(); err != nil {
+	l := nodes.WaitLeader(t)
+	lone := nodes.Follower(t, l)
+	if err := lone.Client.Do(ctx, "INCR", "s").Err(); err != nil {
 		t.Fatal(err)
 	}
-	lone.stream.partition(true)
-	if err := lone.rdb.Do(ctx, "GET", "s").Err(); err == nil || !strings.HasPrefix(err.Error(), "TRYAGAIN") {
+	lone.Stream.Partition(true)
+	if err := lone.Client.Do(ctx, "GET", "s").Err(); err == nil || !strings.HasPrefix(err.Error(), "TRYAGAIN") {
 		t.Fatalf("GET on a node with no leader in reach: %v, want TRYAGAIN, not a stale high-water", err)
 	}
-	before, err := l.rdb.Do(ctx, "INCR", "s").Int64()
+	before, err := l.Client.Do(ctx, "INCR", "s").Int64()
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = l.rdb.Do(ctx, "SET", "s", 5000).Err()
-	if err == nil || !strings.Contains(err.Error(), lone.id) || !strings.Contains(err.Error(), "retrying it is safe") {
-		t.Fatalf("SET with %s cut off: %v", lone.id, err)
+	err = l.Client.Do(ctx, "SET", "s", 5000).Err()
+	if err == nil || !strings.Contains(err.Error(), lone.ID) || !strings.Contains(err.Error(), "retrying it is safe") {
+		t.Fatalf("SET with %s cut off: %v", lone.ID, err)
 	}
 	// The SET failed before it fenced anyone: the leader's buffer is whole.
-	if after, err := l.rdb.Do(ctx, "INCR", "s").Int64(); err != nil || after != before+1 {
-		t.Fatalf("INCR on the leader after a SET that could not reach %s: %d %v, want %d", lone.id, after, err, before+1)
+	if after, err := l.Client.Do(ctx, "INCR", "s").Int64(); err != nil || after != before+1 {
+		t.Fatalf("INCR on the leader after a SET that could not reach %s: %d %v, want %d", lone.ID, after, err, before+1)
 	}
-	lone.stream.partition(false)
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if err = l.rdb.Do(ctx, "SET", "s", 5000).Err(); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("SET retried after healing: %v", err)
-		}
-	}
-	if v, err := lone.rdb.Do(ctx, "INCR", "s").Int64(); err != nil || v <= 5000 {
+	lone.Stream.Partition(false)
+	wait.For(t, 15*time.Second, "SET retried after healing", func() (bool, string) {
+		err := l.Client.Do(ctx, "SET", "s", 5000).Err()
+		return err == nil, fmt.Sprint(err)
+	})
+	if v, err := lone.Client.Do(ctx, "INCR", "s").Int64(); err != nil || v <= 5000 {
 		t.Fatalf("INCR on the healed member: %d %v", v, err)
 	}
 }
@@ -257,54 +271,57 @@ func TestSetWithAMemberCutOff(t *testing.T) {
 func TestSetRefusedAfterWaitingForARemovedMemberDropsNothing(t *testing.T) {
 	nodes := startLeased(t, 3)
 	ctx := context.Background()
-	l := leader(t, nodes)
-	lone := follower(t, nodes, l)
-	var busy *node
+	l := nodes.WaitLeader(t)
+	lone := nodes.Follower(t, l)
+	var busy *testcluster.Node
 	for _, n := range nodes {
 		if n != l && n != lone {
 			busy = n
 		}
 	}
-	first, err := busy.rdb.Do(ctx, "INCR", "w").Int64()
+	first, err := busy.Client.Do(ctx, "INCR", "w").Int64()
 	if err != nil {
 		t.Fatal(err)
 	}
-	lone.stream.partition(true)
-	if err := l.rdb.Do(ctx, "CLUSTER", "FORGET", lone.id).Err(); err != nil {
+	lone.Stream.Partition(true)
+	if err := l.Client.Do(ctx, "CLUSTER", "FORGET", lone.ID).Err(); err != nil {
 		t.Fatal(err)
 	}
 	v := first + 5
 	done := make(chan error, 1)
 	began := time.Now()
-	go func() { done <- l.rdb.Do(ctx, "SET", "w", v).Err() }()
-	time.Sleep(500 * time.Millisecond) // the SET waits for the removed member's lease (about 2.5 s)
+	go func() { done <- l.Client.Do(ctx, "SET", "w", v).Err() }()
+	// The SET waits for the removed member's lease (about 2.5 s), which
+	// nothing outside the leader shows: half a second puts these INCRs
+	// inside that wait.
+	time.Sleep(500 * time.Millisecond)
 	last := first
 	for last <= v+5 {
-		if last, err = busy.rdb.Do(ctx, "INCR", "w").Int64(); err != nil {
+		if last, err = busy.Client.Do(ctx, "INCR", "w").Int64(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	err = <-done
 	waited := time.Since(began)
 	if err == nil || !strings.Contains(err.Error(), "values never go back") {
-		t.Fatalf("SET w %d after %s issued %d: %v, want a refusal", v, busy.id, last, err)
+		t.Fatalf("SET w %d after %s issued %d: %v, want a refusal", v, busy.ID, last, err)
 	}
 	if waited < time.Second {
 		t.Fatalf("the SET answered after %v: it did not wait for the removed member's 2s lease", waited)
 	}
-	if next, err := busy.rdb.Do(ctx, "INCR", "w").Int64(); err != nil || next != last+1 {
-		t.Fatalf("INCR on %s after the refused SET: %d %v, want %d (its buffer was dropped)", busy.id, next, err, last+1)
+	if next, err := busy.Client.Do(ctx, "INCR", "w").Int64(); err != nil || next != last+1 {
+		t.Fatalf("INCR on %s after the refused SET: %d %v, want %d (its buffer was dropped)", busy.ID, next, err, last+1)
 	}
-	t.Logf("SET refused after waiting %v for the removed member, %s's buffer whole", waited.Round(time.Millisecond), busy.id)
+	t.Logf("SET refused after waiting %v for the removed member, %s's buffer whole", waited.Round(time.Millisecond), busy.ID)
 }
 
 // TestSetRacingLargeIncrByDoesNotDeadlock: SET on the leader races
 // INCRBY larger than the segment step on a follower for 20s; the follower's
 // state machine keeps applying, INFO answers, and it shuts down.
 func TestSetRacingLargeIncrByDoesNotDeadlock(t *testing.T) {
-	nodes := startCluster(t, 3, 0)
-	l := leader(t, nodes)
-	f := follower(t, nodes, l)
+	nodes := testcluster.New(t, 3, nil)
+	l := nodes.WaitLeader(t)
+	f := nodes.Follower(t, l)
 	ctx := context.Background()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -318,7 +335,7 @@ func TestSetRacingLargeIncrByDoesNotDeadlock(t *testing.T) {
 				return
 			default:
 			}
-			if v, err := l.rdb.Do(ctx, "GET", "x").Int64(); err == nil && l.rdb.Do(ctx, "SET", "x", v+1).Err() == nil {
+			if v, err := l.Client.Do(ctx, "GET", "x").Int64(); err == nil && l.Client.Do(ctx, "SET", "x", v+1).Err() == nil {
 				sets.Add(1)
 			}
 		}
@@ -333,18 +350,20 @@ func TestSetRacingLargeIncrByDoesNotDeadlock(t *testing.T) {
 					return
 				default:
 				}
-				v, err := f.rdb.Do(ctx, "INCRBY", "x", 5000).Int64()
+				v, err := f.Client.Do(ctx, "INCRBY", "x", 5000).Int64()
 				if err != nil {
 					continue
 				}
 				if v <= last {
-					t.Errorf("INCRBY on %s went from %d to %d", f.id, last, v)
+					t.Errorf("INCRBY on %s went from %d to %d", f.ID, last, v)
 				}
 				last = v
 				incrs.Add(1)
 			}
 		}()
 	}
+	// A soak: the deadlock is a race that needs time to come up, and
+	// nothing shows it has been given its chance.
 	time.Sleep(20 * time.Second)
 	close(stop)
 	done := make(chan struct{})
@@ -357,12 +376,12 @@ func TestSetRacingLargeIncrByDoesNotDeadlock(t *testing.T) {
 	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	for _, cmd := range [][]any{{"INFO"}, {"CLUSTER", "INFO"}} {
-		if err := f.rdb.Do(ictx, cmd...).Err(); err != nil {
+		if err := f.Client.Do(ictx, cmd...).Err(); err != nil {
 			t.Fatalf("%s on the follower after the race: %v", cmd, err)
 		}
 	}
 	closed := make(chan struct{})
-	go func() { f.stop(); close(closed) }()
+	go func() { f.Stop(); close(closed) }()
 	select {
 	case <-closed:
 	case <-time.After(20 * time.Second):
@@ -377,24 +396,19 @@ func TestSetRacingLargeIncrByDoesNotDeadlock(t *testing.T) {
 // TestForgetTheLeader: CLUSTER FORGET of the leader, sent to another
 // member, hands leadership over and succeeds on a retry.
 func TestForgetTheLeader(t *testing.T) {
-	nodes := startCluster(t, 3, 0)
+	nodes := testcluster.New(t, 3, nil)
 	ctx := context.Background()
-	l := leader(t, nodes)
-	other := follower(t, nodes, l)
-	var err error
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if err = other.rdb.Do(ctx, "CLUSTER", "FORGET", l.id).Err(); err == nil {
-			break
+	l := nodes.WaitLeader(t)
+	other := nodes.Follower(t, l)
+	wait.For(t, 15*time.Second, "FORGET of the leader through "+other.ID, func() (bool, string) {
+		err := other.Client.Do(ctx, "CLUSTER", "FORGET", l.ID).Err()
+		if err != nil && !strings.HasPrefix(err.Error(), "TRYAGAIN") {
+			t.Fatalf("FORGET of the leader through %s: %v", other.ID, err)
 		}
-		if !strings.HasPrefix(err.Error(), "TRYAGAIN") {
-			t.Fatalf("FORGET of the leader through %s: %v", other.id, err)
-		}
-	}
-	if err != nil {
-		t.Fatalf("FORGET of the leader never succeeded: %v", err)
-	}
-	l.stop()
-	if err := other.rdb.Do(ctx, "INCR", "after").Err(); err != nil {
+		return err == nil, fmt.Sprint(err)
+	})
+	l.Stop()
+	if err := other.Client.Do(ctx, "INCR", "after").Err(); err != nil {
 		t.Fatalf("INCR after forgetting the old leader: %v", err)
 	}
 }

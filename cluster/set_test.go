@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"idserver/internal/testcluster"
 )
 
 // TestSetLowersBelowReservedValues: SET succeeds
@@ -17,9 +19,9 @@ import (
 func TestSetLowersBelowReservedValues(t *testing.T) {
 	ctx := context.Background()
 	t.Run("one node", func(t *testing.T) {
-		n := startCluster(t, 1, 0)[0]
+		n := testcluster.New(t, 1, nil)[0]
 		for want := int64(1); want <= 2; want++ {
-			if v, err := n.rdb.Do(ctx, "INCR", "k").Int64(); err != nil || v != want {
+			if v, err := n.Client.Do(ctx, "INCR", "k").Int64(); err != nil || v != want {
 				t.Fatalf("INCR k: %d %v, want %d", v, err, want)
 			}
 		}
@@ -34,54 +36,54 @@ func TestSetLowersBelowReservedValues(t *testing.T) {
 			{[]any{"SET", "k", 2000}, 2001}, // below an earlier SET, above every value issued
 		}
 		for _, st := range steps {
-			if err := n.rdb.Do(ctx, st.cmd...).Err(); err != nil {
+			if err := n.Client.Do(ctx, st.cmd...).Err(); err != nil {
 				t.Fatalf("%v: %v", st.cmd, err)
 			}
 			if st.want == 0 {
 				continue
 			}
-			if v, err := n.rdb.Do(ctx, "INCR", "k").Int64(); err != nil || v != st.want {
+			if v, err := n.Client.Do(ctx, "INCR", "k").Int64(); err != nil || v != st.want {
 				t.Fatalf("INCR k after %v: %d %v, want %d", st.cmd, v, err, st.want)
 			}
 		}
-		err := n.rdb.Do(ctx, "SET", "k", 2000).Err()
+		err := n.Client.Do(ctx, "SET", "k", 2000).Err()
 		if err == nil || !strings.Contains(err.Error(), "values never go back") || !strings.Contains(err.Error(), "issued 2001") {
 			t.Fatalf("SET below the value last issued: %v", err)
 		}
 		// A refused SET leaves no trace: the buffered values are still
 		// there, and INCR answers the next one.
-		if v, err := n.rdb.Do(ctx, "INCR", "k").Int64(); err != nil || v != 2002 {
+		if v, err := n.Client.Do(ctx, "INCR", "k").Int64(); err != nil || v != 2002 {
 			t.Fatalf("INCR k after a refused SET: %d %v, want 2002", v, err)
 		}
 	})
 
 	t.Run("three nodes", func(t *testing.T) {
-		nodes := startCluster(t, 3, 0)
-		l := leader(t, nodes)
-		f := follower(t, nodes, l)
-		if err := f.rdb.Do(ctx, "INCR", "k").Err(); err != nil {
+		nodes := testcluster.New(t, 3, nil)
+		l := nodes.WaitLeader(t)
+		f := nodes.Follower(t, l)
+		if err := f.Client.Do(ctx, "INCR", "k").Err(); err != nil {
 			t.Fatal(err)
 		}
-		top, err := l.rdb.Do(ctx, "INCR", "k").Int64() // from a segment above the follower's
+		top, err := l.Client.Do(ctx, "INCR", "k").Int64() // from a segment above the follower's
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = f.rdb.Do(ctx, "SET", "k", top-1).Err()
-		if err == nil || !strings.Contains(err.Error(), "values never go back") || !strings.Contains(err.Error(), l.id) {
-			t.Fatalf("SET %d below %d, issued by %s: %v", top-1, top, l.id, err)
+		err = f.Client.Do(ctx, "SET", "k", top-1).Err()
+		if err == nil || !strings.Contains(err.Error(), "values never go back") || !strings.Contains(err.Error(), l.ID) {
+			t.Fatalf("SET %d below %d, issued by %s: %v", top-1, top, l.ID, err)
 		}
 		// Refused, it dropped nothing: each node goes on from its buffer.
-		if v, err := l.rdb.Do(ctx, "INCR", "k").Int64(); err != nil || v != top+1 {
+		if v, err := l.Client.Do(ctx, "INCR", "k").Int64(); err != nil || v != top+1 {
 			t.Fatalf("INCR on the leader after a refused SET: %d %v, want %d", v, err, top+1)
 		}
 		top++
 		for _, n := range nodes {
-			if err := n.rdb.Do(ctx, "SET", "k", top).Err(); err != nil {
-				t.Fatalf("SET k %d through %s: %v", top, n.id, err)
+			if err := n.Client.Do(ctx, "SET", "k", top).Err(); err != nil {
+				t.Fatalf("SET k %d through %s: %v", top, n.ID, err)
 			}
-			v, err := n.rdb.Do(ctx, "INCR", "k").Int64()
+			v, err := n.Client.Do(ctx, "INCR", "k").Int64()
 			if err != nil || v != top+1 {
-				t.Fatalf("INCR on %s after SET k %d: %d %v, want %d", n.id, top, v, err, top+1)
+				t.Fatalf("INCR on %s after SET k %d: %d %v, want %d", n.ID, top, v, err, top+1)
 			}
 			top = v
 		}
@@ -93,26 +95,26 @@ func TestSetLowersBelowReservedValues(t *testing.T) {
 // below them is refused, naming it; above them it succeeds.
 func TestSetAfterRestartCountsWhatTheNodeWasGiven(t *testing.T) {
 	ctx := context.Background()
-	nodes := startCluster(t, 3, 0)
-	l := leader(t, nodes)
-	f := follower(t, nodes, l)
-	if v, err := f.rdb.Do(ctx, "INCR", "k").Int64(); err != nil || v != 1 {
+	nodes := testcluster.New(t, 3, nil)
+	l := nodes.WaitLeader(t)
+	f := nodes.Follower(t, l)
+	if v, err := f.Client.Do(ctx, "INCR", "k").Int64(); err != nil || v != 1 {
 		t.Fatalf("INCR k: %d %v", v, err)
 	}
-	high, err := l.rdb.Do(ctx, "GET", "k").Int64()
+	high, err := l.Client.Do(ctx, "GET", "k").Int64()
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.stop()
-	f = startNode(t, f.id, f.dir, l, 0)
-	err = l.rdb.Do(ctx, "SET", "k", high-1).Err()
-	if err == nil || !strings.Contains(err.Error(), f.id) || !strings.Contains(err.Error(), "restarted") {
-		t.Fatalf("SET k %d below what the restarted %s was given (%d): %v", high-1, f.id, high, err)
+	f.Stop()
+	f = testcluster.Start(t, f.ID, f.Dir, l, nil)
+	err = l.Client.Do(ctx, "SET", "k", high-1).Err()
+	if err == nil || !strings.Contains(err.Error(), f.ID) || !strings.Contains(err.Error(), "restarted") {
+		t.Fatalf("SET k %d below what the restarted %s was given (%d): %v", high-1, f.ID, high, err)
 	}
-	if err := l.rdb.Do(ctx, "SET", "k", high).Err(); err != nil {
+	if err := l.Client.Do(ctx, "SET", "k", high).Err(); err != nil {
 		t.Fatalf("SET k %d: %v", high, err)
 	}
-	if v, err := f.rdb.Do(ctx, "INCR", "k").Int64(); err != nil || v != high+1 {
+	if v, err := f.Client.Do(ctx, "INCR", "k").Int64(); err != nil || v != high+1 {
 		t.Fatalf("INCR on the restarted node: %d %v, want %d", v, err, high+1)
 	}
 }
@@ -123,7 +125,7 @@ func TestSetAfterRestartCountsWhatTheNodeWasGiven(t *testing.T) {
 // each node's values increase, and after each acknowledged SET v no value
 // <= v is issued by a request sent later.
 func TestSetLoweringUnderLoad(t *testing.T) {
-	nodes := startCluster(t, 3, 0)
+	nodes := testcluster.New(t, 3, nil)
 	ctx := context.Background()
 	var (
 		mu      sync.Mutex
@@ -167,27 +169,27 @@ func TestSetLoweringUnderLoad(t *testing.T) {
 					var err error
 					switch r.IntN(4) {
 					case 0:
-						l, err = n.rdb.Do(ctx, "INCR", "k").Int64()
+						l, err = n.Client.Do(ctx, "INCR", "k").Int64()
 						first = l
 					case 1:
 						m := int64(1 + r.IntN(300)) // the step is 100: some go direct
-						l, err = n.rdb.Do(ctx, "INCRBY", "k", m).Int64()
+						l, err = n.Client.Do(ctx, "INCRBY", "k", m).Int64()
 						first = l - m + 1
 					default:
 						var v []int64
-						if v, err = n.rdb.Do(ctx, "NEXTSEG", "k", 1+r.IntN(20)).Int64Slice(); err == nil {
+						if v, err = n.Client.Do(ctx, "NEXTSEG", "k", 1+r.IntN(20)).Int64Slice(); err == nil {
 							first, l = v[0], v[1]
 						}
 					}
 					if err != nil {
-						t.Errorf("%s: %v", n.id, err)
+						t.Errorf("%s: %v", n.ID, err)
 						return
 					}
 					if first <= last {
-						t.Errorf("%s: value %d after %d from the same node", n.id, first, last)
+						t.Errorf("%s: value %d after %d from the same node", n.ID, first, last)
 					}
 					last = l
-					record(n.id, first, l, f)
+					record(n.ID, first, l, f)
 				}
 			}()
 		}
@@ -196,14 +198,14 @@ func TestSetLoweringUnderLoad(t *testing.T) {
 	deadline := time.Now().Add(8 * time.Second)
 	for i := 0; time.Now().Before(deadline); i++ {
 		via := nodes[i%3]
-		high, err := via.rdb.Do(ctx, "GET", "k").Int64()
+		high, err := via.Client.Do(ctx, "GET", "k").Int64()
 		if err != nil && err != redis.Nil {
 			t.Fatal(err)
 		}
 		mu.Lock()
 		v := highest + 50 // above most values in flight, below what the buffers reserve
 		mu.Unlock()
-		err = via.rdb.Do(ctx, "SET", "k", v).Err()
+		err = via.Client.Do(ctx, "SET", "k", v).Err()
 		switch {
 		case err == nil:
 			sets++

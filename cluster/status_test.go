@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"idserver/cluster"
+	"idserver/internal/testcluster"
+	"idserver/internal/wait"
 )
 
 // TestStatusReportsToleranceTrailsAndLeases: with three members every node
@@ -13,18 +15,7 @@ import (
 // it trails the leader (not unknown); once one member stops, the leader
 // reports 0.
 func TestStatusReportsToleranceTrailsAndLeases(t *testing.T) {
-	var nodes []*node
-	for i := 1; i <= 3; i++ {
-		var via *node
-		if i > 1 {
-			via = nodes[0]
-		}
-		n, err := openNode(t, fmt.Sprintf("n%d", i), t.TempDir(), via, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		nodes = append(nodes, n)
-	}
+	nodes := testcluster.New(t, 3, nil)
 	complete := func(st cluster.Status) error {
 		if st.FailureTolerance != 1 || len(st.Members) != 3 {
 			return fmt.Errorf("node %s: tolerance %d with %d members", st.NodeID, st.FailureTolerance, len(st.Members))
@@ -36,25 +27,18 @@ func TestStatusReportsToleranceTrailsAndLeases(t *testing.T) {
 		}
 		return nil
 	}
-	var err error
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		err = nil
+	wait.For(t, 30*time.Second, "every node's status complete", func() (bool, string) {
 		for _, n := range nodes {
-			if e := complete(n.cl.Status()); e != nil {
-				err = e
+			if err := complete(n.Cluster.Status()); err != nil {
+				return false, err.Error()
 			}
 		}
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-	}
-	var leader, other *node
+		return true, ""
+	})
+	var leader, other *testcluster.Node
 	for _, n := range nodes {
 		switch {
-		case n.cl.IsLeader():
+		case n.Cluster.IsLeader():
 			leader = n
 		case other == nil:
 			other = n
@@ -63,10 +47,9 @@ func TestStatusReportsToleranceTrailsAndLeases(t *testing.T) {
 	if leader == nil || other == nil {
 		t.Fatal("no leader, or no follower")
 	}
-	other.stop()
-	for deadline := time.Now().Add(30 * time.Second); leader.cl.Status().FailureTolerance != 0; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the leader still reports tolerance %d with %s stopped", leader.cl.Status().FailureTolerance, other.id)
-		}
-	}
+	other.Stop()
+	wait.For(t, 30*time.Second, "the leader reports tolerance 0 with "+other.ID+" stopped", func() (bool, string) {
+		tol := leader.Cluster.Status().FailureTolerance
+		return tol == 0, fmt.Sprintf("tolerance %d", tol)
+	})
 }

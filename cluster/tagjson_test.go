@@ -2,8 +2,12 @@ package cluster_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
+
+	"idserver/internal/testcluster"
+	"idserver/internal/wait"
 )
 
 // TestTagsOfAnyBytesAcrossNodes: tags whose names are not UTF-8, among
@@ -12,15 +16,15 @@ import (
 // installed by a new node from a snapshot: every tag keeps its own
 // counter, and the new node issues above every value handed out.
 func TestTagsOfAnyBytesAcrossNodes(t *testing.T) {
-	nodes := startCluster(t, 3, 16)
+	nodes := testcluster.New(t, 3, snapshotEvery(16))
 	ctx := context.Background()
-	l := leader(t, nodes)
-	f := follower(t, nodes, l)
+	l := nodes.WaitLeader(t)
+	f := nodes.Follower(t, l)
 	tags := []string{"\xff", "\xfe", "a\xffb", "a\xfeb", "\x00", "plain", "é"}
 	last := map[string]int64{}
 	for round := range 3 {
 		for _, tag := range tags {
-			v, err := f.rdb.Do(ctx, "NEXTSEG", tag, 100).Int64Slice()
+			v, err := f.Client.Do(ctx, "NEXTSEG", tag, 100).Int64Slice()
 			if err != nil {
 				t.Fatalf("NEXTSEG %q: %v", tag, err)
 			}
@@ -30,32 +34,27 @@ func TestTagsOfAnyBytesAcrossNodes(t *testing.T) {
 			last[tag] = v[1]
 		}
 	}
-	if err := l.cl.Snapshot(); err != nil {
+	if err := l.Cluster.Snapshot(); err != nil {
 		t.Fatal(err)
 	}
-	n4 := startNode(t, "n4", t.TempDir(), l, 16)
+	n4 := testcluster.Start(t, "n4", t.TempDir(), l, snapshotEvery(16))
 	for _, tag := range tags {
 		eventuallyGet(t, n4, tag, last[tag])
-		v, err := n4.rdb.Do(ctx, "INCR", tag).Int64()
+		v, err := n4.Client.Do(ctx, "INCR", tag).Int64()
 		if err != nil || v <= last[tag] {
 			t.Errorf("INCR %q on the node that installed the snapshot: %d %v, want above %d", tag, v, err, last[tag])
 		}
 	}
-	if got := n4.cl.Size(); got != len(tags) {
+	if got := n4.Cluster.Size(); got != len(tags) {
 		t.Errorf("the new node holds %d tags, want %d", got, len(tags))
 	}
 }
 
 // eventuallyGet waits until n's state has tag at want or above.
-func eventuallyGet(t *testing.T, n *node, tag string, want int64) {
+func eventuallyGet(t *testing.T, n *testcluster.Node, tag string, want int64) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		v, _ := n.cl.Get(tag)
-		if v >= want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s has %q at %d, want at least %d", n.id, tag, v, want)
-		}
-	}
+	wait.For(t, 10*time.Second, fmt.Sprintf("%s has %q at %d or above", n.ID, tag, want), func() (bool, string) {
+		v, _ := n.Cluster.Get(tag)
+		return v >= want, fmt.Sprintf("%d", v)
+	})
 }

@@ -5,6 +5,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"idserver/internal/memstore"
 )
 
 // The fast path (NextID within one reading of the clock, and every slot of
@@ -17,7 +19,7 @@ import (
 // fastGen is a generator on a fake wall clock and a fake monotonic clock,
 // 0.3 ms into a millisecond two seconds after its start (past the floor the
 // start puts on the logical clock), with one ID issued to take the reading.
-func fastGen(t *testing.T, store *memStore, mod func(*Config)) (*Generator, *fakeClock, *fakeMono) {
+func fastGen(t *testing.T, store *memstore.HighWater, mod func(*Config)) (*Generator, *fakeClock, *fakeMono) {
 	t.Helper()
 	clock, mono := newFakeClock(), &fakeMono{}
 	cfg := Config{Layout: DefaultLayout(), Worker: 1, MaxBorrow: time.Second, LeaseEndMS: math.MaxInt64, Monotonic: mono.now,
@@ -58,7 +60,7 @@ func nextUntilError(t *testing.T, g *Generator, max int, check func(id int64)) (
 func TestFastPathStopsAtTheLease(t *testing.T) {
 	// fastGen's clock is 2000 ms past newFakeClock's: the lease ends 3 ms
 	// past the first ID's.
-	g, clock, _ := fastGen(t, &memStore{}, func(c *Config) { c.LeaseEndMS = newFakeClock().sinceEpochMS() + 2000 + 3 })
+	g, clock, _ := fastGen(t, &memstore.HighWater{}, func(c *Config) { c.LeaseEndMS = newFakeClock().sinceEpochMS() + 2000 + 3 })
 	lease := clock.sinceEpochMS() + 3
 	check := func(id int64) {
 		if ms := idMS(t, g, id); ms >= lease {
@@ -85,13 +87,11 @@ func TestFastPathStopsAtTheLease(t *testing.T) {
 // reserved at the start; every ID's millisecond is below the durable
 // high-water when the ID is out.
 func TestFastPathStaysBelowTheHighWater(t *testing.T) {
-	store := &memStore{}
+	store := &memstore.HighWater{}
 	g, _, _ := fastGen(t, store, func(c *Config) { c.Window = 64 * time.Millisecond })
-	writes := store.writes
+	writes := store.Writes()
 	n, err := nextUntilError(t, g, 200*4096, func(id int64) {
-		store.mu.Lock()
-		hw := store.hw
-		store.mu.Unlock()
+		hw := store.Value()
 		if ms := idMS(t, g, id); ms >= hw {
 			t.Fatalf("ID of ms %d out with the high-water at %d", ms, hw)
 		}
@@ -99,7 +99,7 @@ func TestFastPathStaysBelowTheHighWater(t *testing.T) {
 	if err != nil {
 		t.Fatalf("after %d IDs: %v", n, err)
 	}
-	if store.writes == writes {
+	if store.Writes() == writes {
 		t.Fatal("200 ms ahead with a window of 64 ms and no high-water written")
 	}
 }
@@ -112,7 +112,7 @@ func TestFastPathBorrowsNoFurther(t *testing.T) {
 	var clock *fakeClock
 	var mono *fakeMono
 	waits := 0
-	g, clock, mono = fastGen(t, &memStore{}, func(c *Config) {
+	g, clock, mono = fastGen(t, &memstore.HighWater{}, func(c *Config) {
 		c.MaxBorrow = borrow * time.Millisecond
 		c.Sleep = func(d time.Duration) { waits++; clock.Step(d); mono.step(d) }
 	})
@@ -132,7 +132,7 @@ func TestFastPathBorrowsNoFurther(t *testing.T) {
 // TestFastPathStopsAtClose: inside one reading, NextID after Close is
 // ErrClosed (an ID then would be above the high-water Close lowered).
 func TestFastPathStopsAtClose(t *testing.T) {
-	g, _, _ := fastGen(t, &memStore{}, nil)
+	g, _, _ := fastGen(t, &memstore.HighWater{}, nil)
 	if _, err := g.NextID(); err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func TestFastPathStopsAtClose(t *testing.T) {
 // SwitchWorker carry the new worker and stop at its lease end, which lies
 // below the old one.
 func TestFastPathFollowsASwitchOfWorker(t *testing.T) {
-	g, clock, _ := fastGen(t, &memStore{}, nil)
+	g, clock, _ := fastGen(t, &memstore.HighWater{}, nil)
 	if _, err := g.NextIDs(nil, 100); err != nil {
 		t.Fatal(err)
 	}

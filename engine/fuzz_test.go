@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"idserver/internal/memstore"
 )
 
 // FuzzDecode: any int64 either is refused as ErrInvalidID (not positive) or
@@ -48,7 +50,7 @@ func FuzzGeneratorOps(f *testing.F) {
 		}
 		clock := newFakeClock()
 		var sleeps atomic.Int64
-		store := &memStore{}
+		store := &memstore.HighWater{}
 		cfg := Config{Layout: DefaultLayout(), Worker: 1, Window: 100 * time.Millisecond, MaxBorrow: 10 * time.Millisecond, Sleep: clock.sleeper(&sleeps)}
 		g, err := New(cfg, clock.Now, store)
 		if err != nil {

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"idserver/internal/memstore"
 )
 
 // fakeClock is a settable wall clock.
@@ -52,32 +54,7 @@ func (c *fakeClock) sleeper(calls *atomic.Int64) func(time.Duration) {
 // sinceEpochMS is the clock in ms since the default epoch.
 func (c *fakeClock) sinceEpochMS() int64 { return c.Now().UnixMilli() - DefaultEpoch.UnixMilli() }
 
-// memStore is an in-memory HighWaterStore that counts writes and can fail.
-type memStore struct {
-	mu     sync.Mutex
-	hw     int64
-	writes int
-	fail   error
-}
-
-func (s *memStore) HighWater() (int64, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.hw, nil
-}
-
-func (s *memStore) SetHighWaterSync(ms int64) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.fail != nil {
-		return s.fail
-	}
-	s.hw = ms
-	s.writes++
-	return nil
-}
-
-func newGen(t *testing.T, clock *fakeClock, store *memStore, mod func(*Config)) *Generator {
+func newGen(t *testing.T, clock *fakeClock, store *memstore.HighWater, mod func(*Config)) *Generator {
 	t.Helper()
 	cfg := Config{Layout: DefaultLayout(), Worker: 5, Window: 3 * time.Second, MaxBorrow: time.Second, LeaseEndMS: math.MaxInt64}
 	if mod != nil {
@@ -118,7 +95,7 @@ func TestLayoutRoundTripThroughDecode(t *testing.T) {
 		t.Run(l.String(), func(t *testing.T) {
 			clock := newFakeClock()
 			worker := l.MaxWorker()
-			g := newGen(t, clock, &memStore{}, func(c *Config) { c.Layout = l; c.Worker = worker })
+			g := newGen(t, clock, &memstore.HighWater{}, func(c *Config) { c.Layout = l; c.Worker = worker })
 			wantMS := clock.Now().UnixMilli()
 			ids, err := g.NextIDs(nil, 3000)
 			if err != nil {
@@ -219,7 +196,7 @@ func TestGeneIDPropertyEveryPowerOfTwo(t *testing.T) {
 	for _, geneBits := range []int{0, 1, 4, 8, 12} {
 		l := DefaultLayout()
 		l.GeneBits = geneBits
-		g := newGen(t, newFakeClock(), &memStore{}, func(c *Config) { c.Layout = l })
+		g := newGen(t, newFakeClock(), &memstore.HighWater{}, func(c *Config) { c.Layout = l })
 		seen := issuedSet{}
 		r := rand.New(rand.NewPCG(1, 2))
 		for range 2000 {
@@ -265,7 +242,7 @@ func itoa(n int64) string {
 
 func TestNextIDSpreadsOverGenesAtLowRate(t *testing.T) {
 	clock := newFakeClock()
-	g := newGen(t, clock, &memStore{}, nil)
+	g := newGen(t, clock, &memstore.HighWater{}, nil)
 	counts := make([]int, 16)
 	for range 16 * 50 {
 		clock.Step(time.Hour) // one request an hour: every ID in a new millisecond
@@ -287,7 +264,7 @@ func TestNextIDSpreadsOverGenesAtLowRate(t *testing.T) {
 
 func TestNextIDStrictlyIncreasesAndFillsTheMillisecond(t *testing.T) {
 	clock := newFakeClock()
-	g := newGen(t, clock, &memStore{}, nil)
+	g := newGen(t, clock, &memstore.HighWater{}, nil)
 	ids, err := g.NextIDs(nil, 10000)
 	if err != nil {
 		t.Fatal(err)
@@ -310,7 +287,7 @@ func TestNextIDStrictlyIncreasesAndFillsTheMillisecond(t *testing.T) {
 func TestSequenceExhaustionBorrowsThenWaits(t *testing.T) {
 	clock := newFakeClock()
 	var slept time.Duration
-	g := newGen(t, clock, &memStore{}, func(c *Config) {
+	g := newGen(t, clock, &memstore.HighWater{}, func(c *Config) {
 		c.MaxBorrow = 10 * time.Millisecond
 		c.Sleep = func(d time.Duration) { slept += d; clock.Step(d) }
 	})
@@ -341,7 +318,7 @@ func TestSequenceExhaustionBorrowsThenWaits(t *testing.T) {
 
 func TestMixedNextAndGeneKeepTheirOrders(t *testing.T) {
 	clock := newFakeClock()
-	g := newGen(t, clock, &memStore{}, func(c *Config) { c.MaxBorrow = time.Hour })
+	g := newGen(t, clock, &memstore.HighWater{}, func(c *Config) { c.MaxBorrow = time.Hour })
 	r := rand.New(rand.NewPCG(3, 4))
 	seen := issuedSet{}
 	var lastNext int64
@@ -388,7 +365,7 @@ func TestMixedNextAndGeneKeepTheirOrders(t *testing.T) {
 
 func TestGeneBurstOverRandomGenesFillsTheMillisecond(t *testing.T) {
 	clock := newFakeClock()
-	g := newGen(t, clock, &memStore{}, nil)
+	g := newGen(t, clock, &memstore.HighWater{}, nil)
 	r := rand.New(rand.NewPCG(5, 6))
 	// 100 ms worth at 4096 per ms. Each gene has 16 slots a millisecond and
 	// random genes load them unevenly, so genes run ahead on their own lanes
@@ -414,7 +391,7 @@ func TestClockStepsBack(t *testing.T) {
 	for _, step := range []time.Duration{time.Millisecond, 500 * time.Millisecond, 5 * time.Second, time.Hour} {
 		t.Run(step.String(), func(t *testing.T) {
 			clock := newFakeClock()
-			g := newGen(t, clock, &memStore{}, nil)
+			g := newGen(t, clock, &memstore.HighWater{}, nil)
 			seen := issuedSet{}
 			var last int64
 			issue := func() error {
@@ -468,7 +445,7 @@ func TestRestartStartsAboveStoredHighWater(t *testing.T) {
 	for _, step := range []time.Duration{0, 500 * time.Millisecond, 5 * time.Second, time.Hour} {
 		t.Run("back "+step.String(), func(t *testing.T) {
 			clock := newFakeClock()
-			store := &memStore{}
+			store := &memstore.HighWater{}
 			g := newGen(t, clock, store, nil)
 			var last int64
 			for range 3000 {
@@ -512,7 +489,7 @@ func TestRestartStartsAboveStoredHighWater(t *testing.T) {
 
 func TestCleanCloseLowersHighWater(t *testing.T) {
 	clock := newFakeClock()
-	store := &memStore{}
+	store := &memstore.HighWater{}
 	g := newGen(t, clock, store, nil)
 	id, err := g.NextID()
 	if err != nil {
@@ -525,8 +502,8 @@ func TestCleanCloseLowersHighWater(t *testing.T) {
 		t.Fatalf("after Close: %v", err)
 	}
 	p, _ := g.Layout().Decode(id)
-	if want := p.UnixMS - DefaultEpoch.UnixMilli() + 1; store.hw != want {
-		t.Fatalf("high-water after Close = %d, want %d", store.hw, want)
+	if want := p.UnixMS - DefaultEpoch.UnixMilli() + 1; store.Value() != want {
+		t.Fatalf("high-water after Close = %d, want %d", store.Value(), want)
 	}
 	g2 := newGen(t, clock, store, nil)
 	id2, err := g2.NextID()
@@ -537,9 +514,9 @@ func TestCleanCloseLowersHighWater(t *testing.T) {
 
 func TestWindowReservedAheadAndRarely(t *testing.T) {
 	clock := newFakeClock()
-	store := &memStore{}
+	store := &memstore.HighWater{}
 	g := newGen(t, clock, store, nil)
-	writes0 := store.writes
+	writes0 := store.Writes()
 	for range 60000 { // one minute, one ID per ms
 		clock.Step(time.Millisecond)
 		if err := g.ReserveAhead(); err != nil {
@@ -550,19 +527,19 @@ func TestWindowReservedAheadAndRarely(t *testing.T) {
 			t.Fatal(err)
 		}
 		p, _ := g.Layout().Decode(id)
-		if ms := p.UnixMS - DefaultEpoch.UnixMilli(); ms >= store.hw {
-			t.Fatalf("id time %d not below the stored high-water %d", ms, store.hw)
+		if ms := p.UnixMS - DefaultEpoch.UnixMilli(); ms >= store.Value() {
+			t.Fatalf("id time %d not below the stored high-water %d", ms, store.Value())
 		}
 	}
 	// Extended by a window whenever half a window is left: about 40 writes.
-	if w := store.writes - writes0; w < 20 || w > 60 {
+	if w := store.Writes() - writes0; w < 20 || w > 60 {
 		t.Fatalf("%d high-water writes in a minute, want about 40", w)
 	}
 }
 
 func TestHotPathReservesWhenBackgroundIsLate(t *testing.T) {
 	clock := newFakeClock()
-	store := &memStore{}
+	store := &memstore.HighWater{}
 	g := newGen(t, clock, store, nil)
 	clock.Step(10 * time.Second) // past the window, no background step ran
 	id, err := g.NextID()
@@ -570,10 +547,10 @@ func TestHotPathReservesWhenBackgroundIsLate(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, _ := g.Layout().Decode(id)
-	if ms := p.UnixMS - DefaultEpoch.UnixMilli(); ms >= store.hw {
-		t.Fatalf("id time %d not below the stored high-water %d", ms, store.hw)
+	if ms := p.UnixMS - DefaultEpoch.UnixMilli(); ms >= store.Value() {
+		t.Fatalf("id time %d not below the stored high-water %d", ms, store.Value())
 	}
-	store.fail = errors.New("disk full")
+	store.FailWith(errors.New("disk full"))
 	clock.Step(10 * time.Second)
 	if _, err := g.NextID(); !errors.Is(err, ErrHighWater) {
 		t.Fatalf("store failure: got %v, want ErrHighWater", err)
@@ -582,7 +559,7 @@ func TestHotPathReservesWhenBackgroundIsLate(t *testing.T) {
 
 func TestConcurrentIssuersNeverRepeat(t *testing.T) {
 	clock := newFakeClock()
-	g := newGen(t, clock, &memStore{}, func(c *Config) { c.MaxBorrow = time.Hour })
+	g := newGen(t, clock, &memstore.HighWater{}, func(c *Config) { c.MaxBorrow = time.Hour })
 	var wg sync.WaitGroup
 	results := make([][]int64, 8)
 	for w := range results {
@@ -616,7 +593,7 @@ func TestConcurrentIssuersNeverRepeat(t *testing.T) {
 }
 
 func BenchmarkNextID(b *testing.B) {
-	g, err := New(Config{Layout: DefaultLayout(), MaxBorrow: time.Second, LeaseEndMS: math.MaxInt64}, time.Now, &memStore{})
+	g, err := New(Config{Layout: DefaultLayout(), MaxBorrow: time.Second, LeaseEndMS: math.MaxInt64}, time.Now, &memstore.HighWater{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -634,7 +611,7 @@ func BenchmarkNextID(b *testing.B) {
 // the logical clock further ahead of the wall clock with every restart.
 func TestCrashLoopDoesNotRunAway(t *testing.T) {
 	clock := newFakeClock()
-	store := &memStore{}
+	store := &memstore.HighWater{}
 	seen := issuedSet{}
 	var last int64
 	for restart := range 100 {
@@ -663,7 +640,7 @@ func TestCrashLoopDoesNotRunAway(t *testing.T) {
 func TestStartAboveForgottenHolder(t *testing.T) {
 	clock := newFakeClock()
 	wall := clock.Now().UnixMilli() - DefaultEpoch.UnixMilli()
-	g := newGen(t, clock, &memStore{}, func(c *Config) { c.StartAboveMS = wall + 500 })
+	g := newGen(t, clock, &memstore.HighWater{}, func(c *Config) { c.StartAboveMS = wall + 500 })
 	id, err := g.NextID()
 	if err != nil {
 		t.Fatal(err)
@@ -686,7 +663,7 @@ func idMS(t *testing.T, g *Generator, id int64) int64 {
 func TestLeaseBoundsIssuedTimes(t *testing.T) {
 	clock := newFakeClock()
 	var slept atomic.Int64
-	g := newGen(t, clock, &memStore{}, func(c *Config) {
+	g := newGen(t, clock, &memstore.HighWater{}, func(c *Config) {
 		c.LeaseEndMS = 0
 		c.Sleep = clock.sleeper(&slept)
 	})
@@ -753,7 +730,7 @@ func TestLeaseBoundsIssuedTimes(t *testing.T) {
 // fails whole; the slots it took are never handed out later.
 func TestLeaseEndMidCallIsAGap(t *testing.T) {
 	clock := newFakeClock()
-	g := newGen(t, clock, &memStore{}, func(c *Config) { c.LeaseEndMS = 0 })
+	g := newGen(t, clock, &memstore.HighWater{}, func(c *Config) { c.LeaseEndMS = 0 })
 	wall := clock.sinceEpochMS()
 	g.SetLease(wall + 2) // two milliseconds: 8192 slots
 	first, err := g.NextIDs(nil, 5000)
@@ -780,7 +757,7 @@ func TestLeaseEndMidCallIsAGap(t *testing.T) {
 
 func TestSetLeaseConcurrentOnlyRaises(t *testing.T) {
 	clock := newFakeClock()
-	g := newGen(t, clock, &memStore{}, func(c *Config) { c.LeaseEndMS = 0 })
+	g := newGen(t, clock, &memstore.HighWater{}, func(c *Config) { c.LeaseEndMS = 0 })
 	var wg sync.WaitGroup
 	var top atomic.Int64
 	for w := range 4 {
@@ -830,7 +807,7 @@ func TestSaturationWaitsInsteadOfClockBack(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := newFakeClock()
 			var sleeps atomic.Int64
-			g := newGen(t, clock, &memStore{}, func(c *Config) {
+			g := newGen(t, clock, &memstore.HighWater{}, func(c *Config) {
 				c.MaxBorrow = tc.maxBorrow
 				c.Sleep = clock.sleeper(&sleeps)
 			})
@@ -890,7 +867,7 @@ func TestSaturationWaitsInsteadOfClockBack(t *testing.T) {
 
 // TestSaturationOnTheRealClock: the issue's case on time.Now and time.Sleep.
 func TestSaturationOnTheRealClock(t *testing.T) {
-	g, err := New(Config{Layout: DefaultLayout(), MaxBorrow: time.Second, LeaseEndMS: math.MaxInt64}, time.Now, &memStore{})
+	g, err := New(Config{Layout: DefaultLayout(), MaxBorrow: time.Second, LeaseEndMS: math.MaxInt64}, time.Now, &memstore.HighWater{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -914,7 +891,7 @@ func TestStartAboveAheadOfTheClock(t *testing.T) {
 	var sleeps atomic.Int64
 	wall := clock.sinceEpochMS()
 	above := wall + 10_000
-	g := newGen(t, clock, &memStore{}, func(c *Config) {
+	g := newGen(t, clock, &memstore.HighWater{}, func(c *Config) {
 		c.StartAboveMS = above
 		c.LeaseEndMS = above + 10_000
 		c.Sleep = clock.sleeper(&sleeps)
@@ -971,7 +948,7 @@ func TestLayoutCheckAt(t *testing.T) {
 	}
 	// New checks against its own clock.
 	clock := &fakeClock{t: time.Date(2024, 6, 1, 0, 0, 0, 0, time.UTC)}
-	if _, err := New(Config{Layout: DefaultLayout(), LeaseEndMS: math.MaxInt64}, clock.Now, &memStore{}); err == nil || !strings.Contains(err.Error(), "in the future") {
+	if _, err := New(Config{Layout: DefaultLayout(), LeaseEndMS: math.MaxInt64}, clock.Now, &memstore.HighWater{}); err == nil || !strings.Contains(err.Error(), "in the future") {
 		t.Fatalf("New before the epoch: %v", err)
 	}
 }
@@ -989,7 +966,7 @@ func TestStaleClockReadingIsNotClockBack(t *testing.T) {
 		return clock.Now()
 	}
 	var sleeps atomic.Int64
-	g, err := New(Config{Layout: DefaultLayout(), MaxBorrow: 0, LeaseEndMS: math.MaxInt64, Sleep: clock.sleeper(&sleeps)}, now, &memStore{})
+	g, err := New(Config{Layout: DefaultLayout(), MaxBorrow: 0, LeaseEndMS: math.MaxInt64, Sleep: clock.sleeper(&sleeps)}, now, &memstore.HighWater{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"idserver/internal/memstore"
 )
 
 // fakeMono is a settable monotonic clock for Config.Monotonic.
@@ -28,7 +30,7 @@ func TestMonotonicReadsTheWallClockOncePerMillisecond(t *testing.T) {
 	var reads, sleeps atomic.Int64
 	mono := &fakeMono{}
 	g, err := New(Config{Layout: DefaultLayout(), Worker: 1, MaxBorrow: time.Second, LeaseEndMS: math.MaxInt64,
-		Monotonic: mono.now, Sleep: clock.sleeper(&sleeps)}, countingClock(clock, &reads), &memStore{})
+		Monotonic: mono.now, Sleep: clock.sleeper(&sleeps)}, countingClock(clock, &reads), &memstore.HighWater{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +94,7 @@ func TestMonotonicNeverCarriesAReadingPastItsMillisecond(t *testing.T) {
 	var reads, sleeps atomic.Int64
 	mono := &fakeMono{}
 	g, err := New(Config{Layout: DefaultLayout(), Worker: 1, LeaseEndMS: math.MaxInt64,
-		Monotonic: mono.now, Sleep: clock.sleeper(&sleeps)}, countingClock(clock, &reads), &memStore{})
+		Monotonic: mono.now, Sleep: clock.sleeper(&sleeps)}, countingClock(clock, &reads), &memstore.HighWater{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +120,7 @@ func TestMonotonicNeverCarriesAReadingPastItsMillisecond(t *testing.T) {
 // than 4096, and no ID's time is ahead of the wall clock once it is out.
 func TestSaturationOnTheMachinesClocks(t *testing.T) {
 	g, err := New(Config{Layout: DefaultLayout(), Worker: 1, MaxBorrow: 0, LeaseEndMS: math.MaxInt64,
-		Monotonic: MonotonicClock()}, time.Now, &memStore{})
+		Monotonic: MonotonicClock()}, time.Now, &memstore.HighWater{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +185,7 @@ func TestMonotonicStepBackWhileSaturated(t *testing.T) {
 	mono := &fakeMono{}
 	var slept time.Duration
 	g, err := New(Config{Layout: DefaultLayout(), Worker: 1, MaxBorrow: 0, LeaseEndMS: math.MaxInt64, Monotonic: mono.now,
-		Sleep: func(d time.Duration) { slept += d; clock.Step(d); mono.step(d) }}, clock.Now, &memStore{})
+		Sleep: func(d time.Duration) { slept += d; clock.Step(d); mono.step(d) }}, clock.Now, &memstore.HighWater{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"crypto/aes"
+
+	"idserver/internal/memstore"
 )
 
 // testPublicKey is a fixed key, from a fixed seed.
@@ -82,7 +84,7 @@ func TestFF1MatchesTheNISTSamples(t *testing.T) {
 func consecutiveIDs(t testing.TB, l Layout, n int) []int64 {
 	t.Helper()
 	clock := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	g, err := New(Config{Layout: l, Worker: 3, Window: time.Second, LeaseEndMS: 1 << 40}, func() time.Time { return clock }, &memStore{})
+	g, err := New(Config{Layout: l, Worker: 3, Window: time.Second, LeaseEndMS: 1 << 40}, func() time.Time { return clock }, &memstore.HighWater{})
 	if err != nil {
 		t.Fatal(err)
 	}

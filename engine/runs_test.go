@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"idserver/internal/memstore"
 )
 
 // expand returns the IDs of runs, checking that they increase with gaps
@@ -66,7 +68,7 @@ func TestNextIDRunsIssuesWhatNextIDsIssues(t *testing.T) {
 			var gens [2]*Generator
 			leaseEnd := clocks[0].sinceEpochMS() + 2000
 			for i := range gens {
-				gens[i] = newGen(t, clocks[i], &memStore{}, func(c *Config) {
+				gens[i] = newGen(t, clocks[i], &memstore.HighWater{}, func(c *Config) {
 					c.Layout, c.LeaseEndMS, c.Sleep = l, leaseEnd, clocks[i].sleeper(&sleeps[i])
 					// A short borrow, so that batches past a
 					// millisecond's capacity wait.
@@ -159,7 +161,7 @@ func head(ids []int64) []int64 { return ids[:min(len(ids), 8)] }
 // goroutine's NEXTID IDs (runs and lists) strictly increase.
 func TestNextIDRunsConcurrently(t *testing.T) {
 	for _, l := range []Layout{DefaultLayout(), {Epoch: DefaultEpoch, TimeBits: 41, WorkerBits: 6, SeqBits: 16, GeneBits: 8}} {
-		g, err := New(Config{Layout: l, Worker: 1, MaxBorrow: time.Second, LeaseEndMS: math.MaxInt64}, time.Now, &memStore{})
+		g, err := New(Config{Layout: l, Worker: 1, MaxBorrow: time.Second, LeaseEndMS: math.MaxInt64}, time.Now, &memstore.HighWater{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -225,7 +227,7 @@ func TestNextIDRunsConcurrently(t *testing.T) {
 
 // TestNextIDRunsAfterClose: a closed generator issues no run.
 func TestNextIDRunsAfterClose(t *testing.T) {
-	g := newGen(t, newFakeClock(), &memStore{}, nil)
+	g := newGen(t, newFakeClock(), &memstore.HighWater{}, nil)
 	if _, err := g.NextIDRuns(nil, 10); err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +239,7 @@ func TestNextIDRunsAfterClose(t *testing.T) {
 
 func BenchmarkNextIDRuns(b *testing.B) {
 	l := Layout{Epoch: DefaultEpoch, TimeBits: 41, WorkerBits: 6, SeqBits: 16, GeneBits: 8}
-	g, err := New(Config{Layout: l, MaxBorrow: time.Second, LeaseEndMS: math.MaxInt64}, time.Now, &memStore{})
+	g, err := New(Config{Layout: l, MaxBorrow: time.Second, LeaseEndMS: math.MaxInt64}, time.Now, &memstore.HighWater{})
 	if err != nil {
 		b.Fatal(err)
 	}

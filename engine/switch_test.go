@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"idserver/internal/memstore"
 )
 
 // A clock that went back further than the borrow: CLOCKBACK (kicking
@@ -14,7 +16,7 @@ import (
 // new worker's, not the old one's.
 func TestSwitchWorkerAfterClockBack(t *testing.T) {
 	clock := newFakeClock()
-	store := &memStore{}
+	store := &memstore.HighWater{}
 	g := newGen(t, clock, store, func(c *Config) { c.LeaseEndMS = clock.sinceEpochMS() + 3*3600_000 + 10_000 })
 	seen := issuedSet{}
 	clock.Step(3 * time.Hour)
@@ -43,8 +45,8 @@ func TestSwitchWorkerAfterClockBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := g.Status()
-	if st.Worker != 9 || st.ClockBehindMS != 0 || st.LeaseEndMS != wall+10_000 || store.hw > wall+4_000 {
-		t.Fatalf("status after the switch: %+v, stored high-water %d (wall %d)", st, store.hw, wall)
+	if st.Worker != 9 || st.ClockBehindMS != 0 || st.LeaseEndMS != wall+10_000 || store.Value() > wall+4_000 {
+		t.Fatalf("status after the switch: %+v, stored high-water %d (wall %d)", st, store.Value(), wall)
 	}
 	after, err := g.NextIDs(nil, 5000)
 	if err != nil {
@@ -89,7 +91,7 @@ func TestSwitchWorkerAfterClockBack(t *testing.T) {
 // by more than the borrow, so the node takes a fresh worker ID then.
 func TestClockBehindRightAfterTheStart(t *testing.T) {
 	clock := newFakeClock()
-	g := newGen(t, clock, &memStore{}, nil)
+	g := newGen(t, clock, &memstore.HighWater{}, nil)
 	clock.Step(700 * time.Millisecond)
 	if _, err := g.NextID(); err != nil {
 		t.Fatal(err)
@@ -111,7 +113,7 @@ func TestClockBehindRightAfterTheStart(t *testing.T) {
 // reply increases, no ID repeats, and each reply is of one worker.
 func TestSwitchWorkerUnderLoad(t *testing.T) {
 	clock := newFakeClock()
-	g := newGen(t, clock, &memStore{}, nil)
+	g := newGen(t, clock, &memstore.HighWater{}, nil)
 	var mu sync.Mutex
 	seen := issuedSet{}
 	stop := make(chan struct{})

@@ -3,6 +3,8 @@ package engine
 import (
 	"testing"
 	"time"
+
+	"idserver/internal/memstore"
 )
 
 // TestWindowSyncWaitHoldsNoLock: when the background step has fallen
@@ -10,17 +12,17 @@ import (
 // While that sync waits, Status (INFO, metrics) still answers and counts
 // the wait; the ID leaves only once a high-water above its time is stored.
 func TestWindowSyncWaitHoldsNoLock(t *testing.T) {
-	clock, store := newFakeClock(), &memStore{}
+	clock, store := newFakeClock(), &memstore.HighWater{}
 	g := newGen(t, clock, store, nil) // no Run: nothing steps the high-water
 	if _, err := g.NextID(); err != nil {
 		t.Fatal(err)
 	}
 	clock.Step(4 * time.Second) // past the first 3 s window
-	store.mu.Lock()             // the sync waits until the test lets it go
+	store.Lock()                // the sync waits until the test lets it go
 	held := true
 	defer func() {
 		if held {
-			store.mu.Unlock()
+			store.Unlock()
 		}
 	}()
 	type result struct {
@@ -54,7 +56,7 @@ synced:
 		t.Fatalf("NEXTID answered %d, %v before its high-water was stored", r.id, r.err)
 	default:
 	}
-	store.mu.Unlock()
+	store.Unlock()
 	held = false
 	r := <-issued
 	if r.err != nil {

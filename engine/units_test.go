@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"idserver/internal/memstore"
 )
 
 // randomLayout is a valid layout of 40..63 bits in one of the units whose
@@ -70,7 +72,7 @@ func walkLayout(t *testing.T, r *rand.Rand, l Layout) int {
 	unitMS := l.UnitMS()
 	clock := newFakeClock()
 	var sleeps atomic.Int64
-	store := &memStore{}
+	store := &memstore.HighWater{}
 	cfg := Config{Layout: l, Worker: r.Int64N(l.MaxWorker() + 1), Window: max(100*time.Millisecond, 3*u),
 		MaxBorrow: time.Duration(r.IntN(3)) * u, LeaseEndMS: clock.sinceEpochMS() + 20*unitMS, Sleep: clock.sleeper(&sleeps)}
 	g, err := New(cfg, clock.Now, store)
@@ -175,7 +177,7 @@ func walkLayout(t *testing.T, r *rand.Rand, l Layout) int {
 				t.Fatal(err)
 			}
 		}
-		if hw := store.hw; hw%unitMS != 0 {
+		if hw := store.Value(); hw%unitMS != 0 {
 			t.Fatalf("stored high-water %d ms is not a whole %v", hw, u)
 		}
 	}
@@ -199,7 +201,7 @@ func TestTheRulesHoldPerTimeUnit(t *testing.T) {
 			perUnit := 1 << l.SeqBits
 			clock := newFakeClock()
 			var slept time.Duration
-			store := &memStore{}
+			store := &memstore.HighWater{}
 			cfg := Config{Layout: l, Worker: 3, Window: max(3*time.Second, 3*u), MaxBorrow: time.Second, LeaseEndMS: math.MaxInt64,
 				Sleep: func(d time.Duration) { slept += d; clock.Step(d) }}
 			g, err := New(cfg, clock.Now, store)

@@ -3,6 +3,8 @@ package engine
 import (
 	"testing"
 	"time"
+
+	"idserver/internal/memstore"
 )
 
 // TestExhaustionWaitsOnlyForTheNextMillisecond: when a millisecond's
@@ -13,7 +15,7 @@ func TestExhaustionWaitsOnlyForTheNextMillisecond(t *testing.T) {
 	clock := newFakeClock()
 	clock.Step(300 * time.Microsecond) // 0.3 ms into a millisecond
 	var slept []time.Duration
-	g := newGen(t, clock, &memStore{}, func(c *Config) {
+	g := newGen(t, clock, &memstore.HighWater{}, func(c *Config) {
 		c.MaxBorrow = 0
 		c.Sleep = func(d time.Duration) { slept = append(slept, d); clock.Step(d) }
 	})

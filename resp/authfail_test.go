@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"idserver/internal/testproc"
+	"idserver/internal/wait"
 )
 
 const wrongAuth = "*2\r\n$4\r\nAUTH\r\n$5\r\nwrong\r\n"
@@ -129,16 +130,14 @@ func TestAuthFailuresCountedAndLogLinesBounded(t *testing.T) {
 	line := regexp.MustCompile(`msg="AUTH refused: wrong password" failures=(\d+) last_client=127\.0\.0\.1:\d+`)
 	var lines [][]string
 	sum := 0
-	for deadline := time.Now().Add(authLogInterval + 10*time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	wait.Until(authLogInterval+10*time.Second, func() (bool, string) {
 		lines, sum = line.FindAllStringSubmatch(log.String(), -1), 0
 		for _, l := range lines {
 			n, _ := strconv.Atoi(l[1])
 			sum += n
 		}
-		if sum == 180 {
-			break
-		}
-	}
+		return sum == 180, ""
+	})
 	if sum != 180 || len(lines) != 2 {
 		t.Fatalf("%d log lines counting %d failures, want 2 lines counting 180:\n%s", len(lines), sum, log.String())
 	}

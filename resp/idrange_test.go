@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"idserver/engine"
+	"idserver/internal/memstore"
 )
 
 func TestAppendRuns(t *testing.T) {
@@ -194,7 +195,7 @@ func TestNextIDRunsInterleaved(t *testing.T) {
 // TestNextIDRunsFromAListSource: an IDSource without NextIDRuns gets its
 // NextIDs cut into runs by the server, with the same reply.
 func TestNextIDRunsFromAListSource(t *testing.T) {
-	gen, err := engine.New(engine.Config{Layout: engine.DefaultLayout(), Worker: 3, MaxBorrow: time.Second, LeaseEndMS: math.MaxInt64}, time.Now, &memHighWater{})
+	gen, err := engine.New(engine.Config{Layout: engine.DefaultLayout(), Worker: 3, MaxBorrow: time.Second, LeaseEndMS: math.MaxInt64}, time.Now, &memstore.HighWater{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"idserver/engine"
+	"idserver/internal/memstore"
 )
 
 // recordConn is a net.Conn whose writes go into a buffer, each write's size
@@ -33,7 +34,7 @@ func (r *recordConn) SetWriteDeadline(time.Time) error { return nil }
 // with a client output limit of limit bytes.
 func outputServer(t *testing.T, limit int, timeout time.Duration) (*Server, *fakeCluster) {
 	t.Helper()
-	gen, err := engine.New(engine.Config{Layout: engine.DefaultLayout(), Worker: 3, MaxBorrow: time.Second, LeaseEndMS: math.MaxInt64}, time.Now, &memHighWater{})
+	gen, err := engine.New(engine.Config{Layout: engine.DefaultLayout(), Worker: 3, MaxBorrow: time.Second, LeaseEndMS: math.MaxInt64}, time.Now, &memstore.HighWater{})
 	if err != nil {
 		t.Fatal(err)
 	}

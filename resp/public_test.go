@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"idserver/engine"
+	"idserver/internal/memstore"
 )
 
 func testPublicIDs(t testing.TB, seed byte) *engine.PublicIDs {
@@ -161,7 +162,7 @@ func TestPublicIDsWaitForTheKey(t *testing.T) {
 // the read buffer to the reply buffer, allocate nothing per command, and
 // DECODE of a public form no more than DECODE of an ID (its time string).
 func TestPublicIDDispatchAllocatesNothing(t *testing.T) {
-	gen, err := engine.New(engine.Config{Layout: engine.DefaultLayout(), Worker: 3, MaxBorrow: time.Hour, LeaseEndMS: math.MaxInt64}, time.Now, &memHighWater{})
+	gen, err := engine.New(engine.Config{Layout: engine.DefaultLayout(), Worker: 3, MaxBorrow: time.Hour, LeaseEndMS: math.MaxInt64}, time.Now, &memstore.HighWater{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"idserver/engine"
+	"idserver/internal/memstore"
 )
 
 // TestRawLoopLosesNoReadiness: the raw loop reads until EAGAIN, then waits
@@ -192,7 +193,7 @@ func (w *waitingSegments) Next(ctx context.Context, tag string, n int64) (int64,
 // must not wait for that command: it returns at once, and the client sees
 // its connection end.
 func TestCloseEndsAConnectionWaitingInACommand(t *testing.T) {
-	gen, err := engine.New(engine.Config{Layout: engine.DefaultLayout(), Worker: 3, MaxBorrow: time.Second, LeaseEndMS: math.MaxInt64}, time.Now, &memHighWater{})
+	gen, err := engine.New(engine.Config{Layout: engine.DefaultLayout(), Worker: 3, MaxBorrow: time.Second, LeaseEndMS: math.MaxInt64}, time.Now, &memstore.HighWater{})
 	if err != nil {
 		t.Fatal(err)
 	}

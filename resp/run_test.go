@@ -13,6 +13,7 @@ import (
 	"github.com/tidwall/redcon"
 
 	"idserver/engine"
+	"idserver/internal/memstore"
 )
 
 // frames writes each command as a RESP multibulk request, as clients and
@@ -152,7 +153,7 @@ func TestRunsInsideMultiAreQueued(t *testing.T) {
 // refused, answers every command with the error single commands get, and
 // counts each as a failed call.
 func TestRunErrorsAreEachCommands(t *testing.T) {
-	gen, err := engine.New(engine.Config{Layout: engine.DefaultLayout(), Worker: 3, MaxBorrow: time.Second, LeaseEndMS: 1}, time.Now, &memHighWater{})
+	gen, err := engine.New(engine.Config{Layout: engine.DefaultLayout(), Worker: 3, MaxBorrow: time.Second, LeaseEndMS: 1}, time.Now, &memstore.HighWater{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +224,7 @@ func TestIntRepliesAreRedconsBytes(t *testing.T) {
 
 func BenchmarkDispatch(b *testing.B) {
 	gen, err := engine.New(engine.Config{Layout: engine.Layout{Epoch: engine.DefaultLayout().Epoch, TimeBits: 41, WorkerBits: 2, SeqBits: 20, GeneBits: 8},
-		Worker: 3, MaxBorrow: time.Hour, LeaseEndMS: math.MaxInt64, Monotonic: engine.MonotonicClock()}, time.Now, &memHighWater{})
+		Worker: 3, MaxBorrow: time.Hour, LeaseEndMS: math.MaxInt64, Monotonic: engine.MonotonicClock()}, time.Now, &memstore.HighWater{})
 	if err != nil {
 		b.Fatal(err)
 	}

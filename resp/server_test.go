@@ -8,32 +8,15 @@ import (
 	"math"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"idserver/engine"
+	"idserver/internal/memstore"
+	"idserver/internal/wait"
 )
-
-type memHighWater struct {
-	mu sync.Mutex
-	ms int64
-}
-
-func (m *memHighWater) HighWater() (int64, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.ms, nil
-}
-
-func (m *memHighWater) SetHighWaterSync(ms int64) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.ms = ms
-	return nil
-}
 
 // startServer serves a real engine on 127.0.0.1:0 and returns its address.
 func startServer(t *testing.T, cfg Config) string {
@@ -45,7 +28,7 @@ func startServer(t *testing.T, cfg Config) string {
 // startServerT is startServer that also returns the server.
 func startServerT(t *testing.T, cfg Config) (*Server, string) {
 	t.Helper()
-	gen, err := engine.New(engine.Config{Layout: engine.DefaultLayout(), Worker: 3, MaxBorrow: time.Second, LeaseEndMS: math.MaxInt64}, time.Now, &memHighWater{})
+	gen, err := engine.New(engine.Config{Layout: engine.DefaultLayout(), Worker: 3, MaxBorrow: time.Second, LeaseEndMS: math.MaxInt64}, time.Now, &memstore.HighWater{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,15 +380,12 @@ func TestMaxClients(t *testing.T) {
 	expectClosed(t, rc)
 	a.Close()
 	// A freed slot is usable again.
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	wait.For(t, 5*time.Second, "PONG after a client left", func() (bool, string) {
 		d, rd := dial(t, addr)
 		send(t, d, "PING\r\n")
-		if line := readLine(t, rd); line == "+PONG" {
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatalf("after a client left: %q", line)
-		}
-	}
+		line := readLine(t, rd)
+		return line == "+PONG", line
+	})
 }
 
 func calls(s *Server, name string) int64 {

@@ -23,6 +23,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"idserver/internal/testproc"
+	"idserver/internal/wait"
 )
 
 // oldCommit is the earlier build a cluster of the current code is rolled
@@ -247,21 +248,6 @@ func clusterInfo(s *slot) map[string]string {
 	return parseInfo(text)
 }
 
-// eventually polls cond every 20 ms until it holds, and fails the test
-// with what cond last said after timeout.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	for deadline := time.Now().Add(timeout); ; time.Sleep(20 * time.Millisecond) {
-		ok, last := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v (%s)", what, timeout, last)
-		}
-	}
-}
-
 // settled waits until one slot leads three voters and every slot is a
 // voter whose state machine has applied what the leader had applied when
 // the wait began, and returns the leader.
@@ -269,7 +255,7 @@ func (c *rollingCluster) settled(what string) *slot {
 	c.t.Helper()
 	var leader *slot
 	var target int64 = -1
-	eventually(c.t, 30*time.Second, what+": three voters caught up with a leader", func() (bool, string) {
+	wait.For(c.t, 30*time.Second, what+": three voters caught up with a leader", func() (bool, string) {
 		leader = nil
 		infos := map[*slot]map[string]string{}
 		for _, s := range c.slots {
@@ -327,7 +313,7 @@ func snapshotsIn(dir string) []snapshot {
 func (c *rollingCluster) snapshotAbove(s *slot, index uint64) snapshot {
 	c.t.Helper()
 	var found snapshot
-	eventually(c.t, 20*time.Second, fmt.Sprintf("a snapshot past index %d on slot %s (%s build)", index, s.name, s.build()), func() (bool, string) {
+	wait.For(c.t, 20*time.Second, fmt.Sprintf("a snapshot past index %d on slot %s (%s build)", index, s.name, s.build()), func() (bool, string) {
 		for _, sn := range snapshotsIn(s.dir) {
 			if sn.Index > index {
 				found = sn
@@ -376,7 +362,7 @@ func (c *rollingCluster) replace(s *slot, minIndex uint64) snapshot {
 		}
 	}()
 	c.start(s, true)
-	eventually(c.t, 20*time.Second, "the new member in slot "+s.name+" holds a snapshot", func() (bool, string) {
+	wait.For(c.t, 20*time.Second, "the new member in slot "+s.name+" holds a snapshot", func() (bool, string) {
 		mu.Lock()
 		defer mu.Unlock()
 		return first != nil, "none yet"
@@ -711,7 +697,7 @@ func (l *load) counts() (ids int, values int64, sets int) {
 func (l *load) progress(t *testing.T, what string) {
 	t.Helper()
 	ids0, values0, sets0 := l.counts()
-	eventually(t, 20*time.Second, what+": IDs, values and a SET given", func() (bool, string) {
+	wait.For(t, 20*time.Second, what+": IDs, values and a SET given", func() (bool, string) {
 		ids, values, sets := l.counts()
 		return ids >= ids0+200 && values >= values0+200 && sets > sets0,
 			fmt.Sprintf("%d IDs, %d values and %d SETs since", ids-ids0, values-values0, sets-sets0)

@@ -11,33 +11,13 @@ package engine
 import (
 	"context"
 	"math"
-	"sync"
 	"testing"
 	"time"
 
 	"idserver/bench/internal/peers"
 	"idserver/engine"
+	"idserver/internal/memstore"
 )
-
-// memHighWater is the high-water store in memory: the engine's background
-// step writes it, never the hot path.
-type memHighWater struct {
-	mu sync.Mutex
-	ms int64
-}
-
-func (m *memHighWater) HighWater() (int64, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.ms, nil
-}
-
-func (m *memHighWater) SetHighWaterSync(ms int64) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.ms = ms
-	return nil
-}
 
 var generators = []peers.Generator{
 	{Name: "idserver-engine", Make: func(b *testing.B, wide bool) func() (int64, error) {
@@ -50,7 +30,7 @@ var generators = []peers.Generator{
 		// ceiling, which no sustained load can.
 		// The machine's clocks, as a node passes them.
 		gen, err := engine.New(engine.Config{Layout: layout, Worker: 1, MaxBorrow: 0, LeaseEndMS: math.MaxInt64,
-			Monotonic: engine.MonotonicClock()}, time.Now, &memHighWater{})
+			Monotonic: engine.MonotonicClock()}, time.Now, &memstore.HighWater{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -79,7 +59,7 @@ func BenchmarkEngine(b *testing.B) {
 // generator it measures hands out strictly increasing IDs.
 func TestEngineIsUniqueAndIncreasing(t *testing.T) {
 	gen, err := engine.New(engine.Config{Layout: engine.DefaultLayout(), Worker: 1, LeaseEndMS: math.MaxInt64,
-		Monotonic: engine.MonotonicClock()}, time.Now, &memHighWater{})
+		Monotonic: engine.MonotonicClock()}, time.Now, &memstore.HighWater{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"idserver/internal/testproc"
+	"idserver/internal/wait"
 )
 
 // TestAuthFailuresCountedLoggedAndExported: five wrong passwords (AUTH and
@@ -45,9 +46,7 @@ func TestAuthFailuresCountedLoggedAndExported(t *testing.T) {
 	}
 	client := regexp.QuoteMeta(conn.LocalAddr().String())
 	logged := regexp.MustCompile(`level=WARN msg="AUTH refused: wrong password" failures=\d+ last_client=` + client)
-	for deadline := time.Now().Add(20 * time.Second); !logged.MatchString(p.Log()); time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no WARN line for the wrong passwords of %s:\n%s", conn.LocalAddr(), p.Log())
-		}
-	}
+	wait.For(t, 20*time.Second, "a WARN line for the wrong passwords of "+conn.LocalAddr().String(), func() (bool, string) {
+		return logged.MatchString(p.Log()), p.Log()
+	})
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"idserver/internal/testproc"
+	"idserver/internal/wait"
 )
 
 // statefulSet is a set of pods with stable addresses.
@@ -127,22 +128,6 @@ func (s *statefulSet) leader(alive func(int) bool) int {
 	return -1
 }
 
-// waitFor polls cond until it holds or d passes.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	var last string
-	for deadline := time.Now().Add(d); ; time.Sleep(100 * time.Millisecond) {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		last = state
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v; last seen: %s", what, d, last)
-		}
-	}
-}
-
 // voters is the suffrage of every member as pod i's CLUSTER INFO lists it.
 func memberLines(info map[string]string) []map[string]string {
 	var out []map[string]string
@@ -204,6 +189,21 @@ type setTry struct {
 func newHistory(pods int) *history {
 	return &history{ids: map[int64]bool{}, values: map[int64]bool{}, incrOK: make([][]time.Time, pods), tries: make([][]try, pods),
 		errs: map[string]int{}}
+}
+
+// served is a condition for wait.For: every pod of pods had an INCR
+// succeed after since.
+func (h *history) served(pods []int, since time.Time) func() (bool, string) {
+	return func() (bool, string) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for _, i := range pods {
+			if ok := h.incrOK[i]; len(ok) == 0 || !ok[len(ok)-1].After(since) {
+				return false, fmt.Sprintf("pod %d: no INCR in the %v since; errors %v", i, time.Since(since).Round(time.Millisecond), h.errs)
+			}
+		}
+		return true, ""
+	}
 }
 
 func (h *history) addIDs(ids ...int64) {
@@ -511,7 +511,7 @@ func envInt(name string, def int) int {
 // voters and members, all of them alive ones.
 func (s *statefulSet) settled(want int, alive func(int) bool, d time.Duration) {
 	s.t.Helper()
-	waitFor(s.t, d, fmt.Sprintf("%d voters among the live pods", want), func() (bool, string) {
+	wait.For(s.t, d, fmt.Sprintf("%d voters among the live pods", want), func() (bool, string) {
 		l := s.leader(alive)
 		if l < 0 {
 			return false, "no leader"
@@ -560,8 +560,12 @@ func rolling(t *testing.T, size int, fresh bool, rounds int) {
 			s.setEvery = -1
 		}
 	}
+	var every []int
+	for i := range s.pods {
+		every = append(every, i)
+	}
 	wg := loadEvery(s, h, stop)
-	time.Sleep(time.Second)
+	wait.For(t, 20*time.Second, "every pod serves INCRs under load", h.served(every, time.Now()))
 	var outages []time.Duration
 	leaderKills := 0
 	trace := os.Getenv("IDSERVER_ROLLING_TRACE") != ""
@@ -588,7 +592,8 @@ func rolling(t *testing.T, size int, fresh bool, rounds int) {
 		listening := time.Since(killed)
 		s.settled(min(size, 5)-(1-min(size, 5)%2), all, 30*time.Second)
 		settled := time.Since(killed)
-		time.Sleep(500 * time.Millisecond)
+		// The INCR gap on the others ends with their first INCR once settled.
+		wait.For(t, 30*time.Second, fmt.Sprintf("round %d: INCRs on the other pods once settled", r), h.served(others, killed.Add(settled)))
 		pod, a, b := h.incrGap(killed, time.Now(), others)
 		outages = append(outages, b.Sub(a))
 		// Each round's figures, and for a gap past two election timeouts
@@ -603,7 +608,7 @@ func rolling(t *testing.T, size int, fresh bool, rounds int) {
 			}
 		}
 	}
-	time.Sleep(time.Second)
+	wait.For(t, 30*time.Second, "every pod serves INCRs after the last round", h.served(every, time.Now()))
 	close(stop)
 	wg.Wait()
 	free := s.info(0)["worker_ids_free"]
@@ -684,7 +689,8 @@ func TestWholeStatefulSetRestartsAtOnce(t *testing.T) {
 	h := newHistory(3)
 	stop := make(chan struct{})
 	wg := loadEvery(s, h, stop)
-	time.Sleep(time.Second)
+	every := []int{0, 1, 2}
+	wait.For(t, 20*time.Second, "every pod serves INCRs under load", h.served(every, time.Now()))
 	for _, p := range s.pods {
 		p.p.Kill()
 	}
@@ -705,7 +711,7 @@ func TestWholeStatefulSetRestartsAtOnce(t *testing.T) {
 	h.mu.Lock()
 	before := h.nValues
 	h.mu.Unlock()
-	time.Sleep(2 * time.Second)
+	wait.For(t, 30*time.Second, "every pod serves INCRs after the restart", h.served(every, time.Now()))
 	close(stop)
 	wg.Wait()
 	t.Logf("3 pods killed at once and restarted on their volumes: all listening again after %v; %d IDs, %d values, %d SETs; "+
@@ -738,13 +744,14 @@ func TestRemovedPodBackWithItsVolumeJoinsAgain(t *testing.T) {
 		wg.Wait()
 	})
 	defer finish()
-	time.Sleep(time.Second)
+	every := []int{0, 1, 2, 3}
+	wait.For(t, 20*time.Second, "every pod serves INCRs under load", h.served(every, time.Now()))
 	victim := (s.leader(all) + 1) % len(s.pods)
 	id := s.info(victim)["node_id"]
 	s.pods[victim].p.Kill()
 	down := time.Now()
 	alive := func(i int) bool { return i != victim }
-	waitFor(t, 40*time.Second, id+" removed by the cluster", func() (bool, string) {
+	wait.For(t, 40*time.Second, id+" removed by the cluster", func() (bool, string) {
 		l := s.leader(alive)
 		if l < 0 {
 			return false, "no leader"
@@ -772,7 +779,7 @@ func TestRemovedPodBackWithItsVolumeJoinsAgain(t *testing.T) {
 	h.mu.Lock()
 	from := h.nValues
 	h.mu.Unlock()
-	time.Sleep(2 * time.Second)
+	wait.For(t, 30*time.Second, "every pod, "+id+" among them, serves INCRs after it joined again", h.served(every, time.Now()))
 	finish()
 	t.Logf("%s killed, removed by the cluster %v later, back on its volume: joined again as worker %s (%s moved aside); "+
 		"%d IDs, %d values, %d SETs; duplicates %d IDs %d values, below a SET %d; errors %v", id, removed.Round(100*time.Millisecond),
@@ -949,18 +956,22 @@ func TestZoneLossKeepsAMajority(t *testing.T) {
 		}
 		return out
 	}
-	waitFor(t, 20*time.Second, "voters spread 2+2+1 over the zones", func() (bool, string) {
+	wait.For(t, 20*time.Second, "voters spread 2+2+1 over the zones", func() (bool, string) {
 		z := perZone()
 		return len(z) == 3 && z["a"] <= 2 && z["b"] <= 2 && z["c"] <= 2, fmt.Sprint(z)
 	})
 	h := newHistory(len(s.pods))
 	stop := make(chan struct{})
 	wg := loadEvery(s, h, stop)
-	time.Sleep(time.Second)
+	var every []int
+	for i := range s.pods {
+		every = append(every, i)
+	}
+	wait.For(t, 20*time.Second, "every pod serves INCRs under load", h.served(every, time.Now()))
 	// A leader may be stepping down under the load (the Raft timeouts are
 	// fixed): the zone to kill is the next leader's.
 	leader := -1
-	waitFor(t, 20*time.Second, "a leader under load", func() (bool, string) {
+	wait.For(t, 20*time.Second, "a leader under load", func() (bool, string) {
 		leader = s.leader(alive)
 		return leader >= 0, "none"
 	})
@@ -975,9 +986,10 @@ func TestZoneLossKeepsAMajority(t *testing.T) {
 			survivors = append(survivors, i)
 		}
 	}
-	waitFor(t, 10*time.Second, "a leader in the other zones", func() (bool, string) { return s.leader(alive) >= 0, "none" })
+	wait.For(t, 10*time.Second, "a leader in the other zones", func() (bool, string) { return s.leader(alive) >= 0, "none" })
 	elected := time.Since(killed)
-	time.Sleep(2 * time.Second)
+	// The INCR gap on the survivors ends with their first INCR under the new leader.
+	wait.For(t, 30*time.Second, "INCRs on every survivor under the new leader", h.served(survivors, killed.Add(elected)))
 	outage := h.longestIncrGap(killed, time.Now(), survivors)
 	s.settled(5, alive, 40*time.Second)
 	z := perZone()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"idserver/internal/testproc"
+	"idserver/internal/wait"
 )
 
 // TestCertOutsideItsValidityRefused: a certificate that expired five years
@@ -123,20 +125,15 @@ func TestSIGHUPReloadsTheCertificate(t *testing.T) {
 	}
 	waitLog := func(what string) {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(p.Log(), what); time.Sleep(20 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("no %q in the log within 10s:\n%s", what, p.Log())
-			}
-		}
+		wait.For(t, 10*time.Second, fmt.Sprintf("%q in the log", what), func() (bool, string) { return strings.Contains(p.Log(), what), p.Log() })
 	}
 
 	install(second)
 	hup()
-	for deadline := time.Now().Add(10 * time.Second); servedSerial(t, p.Addr, pool) != "2"; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("a new connection after SIGHUP still gets serial %s:\n%s", servedSerial(t, p.Addr, pool), p.Log())
-		}
-	}
+	wait.For(t, 10*time.Second, "serial 2 on a new connection after SIGHUP", func() (bool, string) {
+		serial := servedSerial(t, p.Addr, pool)
+		return serial == "2", "serial " + serial + "\n" + p.Log()
+	})
 	ping()
 	if s := old.ConnectionState().PeerCertificates[0].SerialNumber.String(); s != "1" {
 		t.Fatalf("the connection made before has serial %s", s)
@@ -227,11 +224,10 @@ func TestSIGHUPDuringTheStartDoesNotKill(t *testing.T) {
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: at, MaxRetries: -1})
 	defer rdb.Close()
-	for deadline := time.Now().Add(10 * time.Second); rdb.Ping(context.Background()).Err() != nil; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("no PONG within 10s of listening")
-		}
-	}
+	wait.For(t, 10*time.Second, "PONG once listening", func() (bool, string) {
+		err := rdb.Ping(context.Background()).Err()
+		return err == nil, fmt.Sprint(err)
+	})
 	if n := strings.Count(log.String(), "SIGHUP: nothing to reload"); n == 0 {
 		t.Fatal("no SIGHUP was logged during the start")
 	}

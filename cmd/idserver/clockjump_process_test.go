@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"idserver/internal/wait"
 )
 
 // clockLoad issues NEXTID 50 from a few connections until stopped, keeping
@@ -136,8 +138,12 @@ func TestClockJumpsAreNotOutages(t *testing.T) {
 	}
 	ctl := p.client()
 	ctx := context.Background()
+	began := time.Now()
 	load := startClockLoad(t, p.Addr, 4, 0)
-	time.Sleep(500 * time.Millisecond)
+	wait.For(t, 10*time.Second, "IDs under load", func() (bool, string) {
+		out, errs := load.outage(began)
+		return out >= 0, fmt.Sprint(errs)
+	})
 	steps := []struct {
 		name     string
 		offsetMS int64
@@ -157,6 +163,10 @@ func TestClockJumpsAreNotOutages(t *testing.T) {
 			t.Fatal(err)
 		}
 		at := time.Now() // the step is in effect once DEBUG CLOCK answers
+		// Each step comes more than --max-borrow (1 s) after the one
+		// before: a step back within it of a fresh worker's start is
+		// borrowed, not met with a fresh worker. The time is the
+		// condition.
 		time.Sleep(1500 * time.Millisecond)
 		out, errs := load.outage(at)
 		if out < 0 || out > 2*time.Second {
@@ -255,6 +265,9 @@ func TestClockStepsDoNotExhaustWorkers(t *testing.T) {
 			t.Fatal(err)
 		}
 		at := time.Now()
+		// The scenario steps every 2 s (back, then 1 s later forward) so
+		// that the 1 s leases of the workers given up run out in between:
+		// the pacing is the test, not a wait for an event.
 		time.Sleep(time.Second)
 		out, errs := load.outage(at)
 		info := clusterInfo(t, ctl)
@@ -266,7 +279,7 @@ func TestClockStepsDoNotExhaustWorkers(t *testing.T) {
 		if err := ctl.Do(ctx, "DEBUG", "CLOCK", 0).Err(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // the other half of the 2 s step
 	}
 	load.end()
 	if len(workers) > 4 || len(workers) < 2 {
@@ -312,8 +325,19 @@ func TestClockJumpsInACluster(t *testing.T) {
 	for i, p := range procs {
 		loads[i] = startClockLoad(t, p.Addr, 2, time.Millisecond) // paced: three nodes share the cores
 	}
+	// worker is the worker ID CLUSTER INFO names.
+	worker := func(rdb *redis.Client) string {
+		text, _ := rdb.Do(ctx, "CLUSTER", "INFO").Text()
+		for _, line := range strings.Split(text, "\r\n") {
+			if w, ok := strings.CutPrefix(line, "worker_id:"); ok {
+				return w
+			}
+		}
+		return ""
+	}
 	// Past the first second: a step back within --max-borrow of a node's
 	// start is borrowed from the start, not taken as a clock fault at once.
+	// The time since the start is the condition: a fixed wait.
 	time.Sleep(2 * time.Second)
 	for _, s := range []struct {
 		name     string
@@ -327,12 +351,18 @@ func TestClockJumpsInACluster(t *testing.T) {
 		ctl := procs[s.node].client()
 		before := clusterInfo(t, ctl)["worker_id"]
 		var at time.Time
-		for _, off := range s.offsetMS {
+		for k, off := range s.offsetMS {
 			if err := ctl.Do(ctx, "DEBUG", "CLOCK", off).Err(); err != nil {
 				t.Fatal(err)
 			}
 			at = time.Now()
-			time.Sleep(1500 * time.Millisecond)
+			// IDs again, and after the last step a fresh worker (the IDs
+			// right after a step back may be borrowed on the old one).
+			last := k == len(s.offsetMS)-1
+			wait.Until(5*time.Second, func() (bool, string) {
+				out, _ := loads[s.node].outage(at)
+				return out >= 0 && (!last || worker(ctl) != before), ""
+			})
 		}
 		out, errs := loads[s.node].outage(at)
 		info := clusterInfo(t, ctl)

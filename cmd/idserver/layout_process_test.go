@@ -15,6 +15,7 @@ import (
 
 	"idserver/engine"
 	"idserver/internal/testproc"
+	"idserver/internal/wait"
 )
 
 // infoFields reads INFO section as key:value pairs.
@@ -191,12 +192,7 @@ func TestLayoutLifetimeVisible(t *testing.T) {
 		return strings.Contains(log, "level=WARN") && strings.Contains(log, "run out in fewer than two years") &&
 			strings.Contains(log, "days_left=54")
 	}
-	for deadline := time.Now().Add(5 * time.Second); !warned() && time.Now().Before(deadline); {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if !warned() {
-		t.Fatalf("no warning of the layout's end in the log:\n%s", p.Log())
-	}
+	wait.For(t, 5*time.Second, "a warning of the layout's end in the log", func() (bool, string) { return warned(), p.Log() })
 	info := infoFields(t, p.client(), "snowflake")
 	if years, _ := strconv.ParseFloat(info["time_bits_years_left"], 64); years < 1.45 || years > 1.55 {
 		t.Fatalf("INFO snowflake: %v, want about 1.5 years left", info)

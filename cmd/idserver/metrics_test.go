@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"idserver/internal/testproc"
+	"idserver/internal/wait"
 )
 
 func scrape(t *testing.T, url string) string {
@@ -172,11 +173,10 @@ func TestLivenessFailsOnARemovedNode(t *testing.T) {
 	}
 	var status int
 	var body string
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if status, body = probe(t, "http://"+maddr+"/healthz"); status == http.StatusServiceUnavailable {
-			break
-		}
-	}
+	wait.Until(10*time.Second, func() (bool, string) {
+		status, body = probe(t, "http://"+maddr+"/healthz")
+		return status == http.StatusServiceUnavailable, ""
+	})
 	if status != http.StatusServiceUnavailable || !strings.Contains(body, "not a member") {
 		t.Fatalf("/healthz on the removed node: %d %q", status, body)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"idserver/internal/testproc"
+	"idserver/internal/wait"
 )
 
 // startUnready starts idserver with args on a port of its own without
@@ -56,14 +57,11 @@ func TestPingAnswersLoadingUntilReady(t *testing.T) {
 	defer rdb.Close()
 	ctx := context.Background()
 	var info string
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	wait.For(t, 10*time.Second, "INFO on a joiner that cannot join", func() (bool, string) {
 		var err error
-		if info, err = rdb.Info(ctx, "persistence").Result(); err == nil {
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatalf("INFO on a joiner that cannot join: %v", err)
-		}
-	}
+		info, err = rdb.Info(ctx, "persistence").Result()
+		return err == nil, fmt.Sprint(err)
+	})
 	if !strings.Contains(info, "loading:1") {
 		t.Fatalf("INFO persistence on a joiner that cannot join: %q", info)
 	}
@@ -217,7 +215,9 @@ func TestJSONLogsParseThroughAFailedJoinAndAHealthyStart(t *testing.T) {
 	refusedLog := waitExit(t, refused, err)
 
 	promoted := func() int { return strings.Count(first.Log(), `"msg":"member promoted to voter"`) }
-	time.Sleep(3 * time.Second) // the joiner's promotion, and any second one
+	// The joiner's promotion, and any second one, would come from
+	// autopilot rounds: over three seconds of them, at most one is logged.
+	wait.Holds(t, 3*time.Second, "at most one promotion logged", func() (bool, string) { return promoted() <= 1, first.Log() })
 
 	if recs := jsonLines(t, "unreachable --join", unreachable.String()); !slices.ContainsFunc(recs, func(r map[string]any) bool {
 		return r["from"] == "go-redis"
@@ -285,16 +285,16 @@ func TestRedisExporterScrape(t *testing.T) {
 		}
 	}()
 	var body string
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if res, err := http.Get("http://" + web + "/metrics"); err == nil {
-			b, _ := io.ReadAll(res.Body)
-			res.Body.Close()
-			body = string(b)
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatalf("the exporter does not answer: %v", err)
+	wait.For(t, 10*time.Second, "the exporter answers", func() (bool, string) {
+		res, err := http.Get("http://" + web + "/metrics")
+		if err != nil {
+			return false, err.Error()
 		}
-	}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		body = string(b)
+		return true, ""
+	})
 	names := map[string]bool{}
 	for _, line := range strings.Split(body, "\n") {
 		if line != "" && !strings.HasPrefix(line, "#") && strings.HasPrefix(line, "redis_") {

@@ -23,6 +23,7 @@ import (
 
 	"idserver/engine"
 	"idserver/internal/testproc"
+	"idserver/internal/wait"
 )
 
 var binary string
@@ -346,12 +347,10 @@ func TestRedisCLIInteractive(t *testing.T) {
 	// waitPrompts waits until the screen shows n prompts: keys typed while
 	// redis-cli is busy are not for this test to race.
 	waitPrompts := func(n int) {
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			if screen = tm("capture-pane", "-p", "-t", "0"); strings.Count(screen, prompt) >= n {
-				return
-			}
-		}
-		t.Fatalf("no prompt #%d; screen:\n%s", n, screen)
+		wait.For(t, 10*time.Second, fmt.Sprintf("prompt #%d", n), func() (bool, string) {
+			screen = tm("capture-pane", "-p", "-t", "0")
+			return strings.Count(screen, prompt) >= n, "screen:\n" + screen
+		})
 	}
 	waitPrompts(1)
 	for i, line := range []string{"NEXTID", "GENEID 42 3", "DECODE 253001380376084537", "HELLO 3", "DECODE 253001380376084537"} {

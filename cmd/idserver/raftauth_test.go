@@ -32,6 +32,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"idserver/internal/testproc"
+	"idserver/internal/wait"
 )
 
 // forgedStream is hashicorp/raft's StreamLayer as an attacker writes it:
@@ -306,14 +307,14 @@ func attackRefused(t *testing.T, ts []*target, stream *forgedStream, reason stri
 			t.Errorf("the attacker reached %s not even at TCP", tg.id)
 			continue
 		}
-		logged := false
-		for deadline := time.Now().Add(5 * time.Second); !logged && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		_, logged := wait.Until(5*time.Second, func() (bool, string) {
 			for _, line := range strings.Split(tg.p.Log(), "\n") {
 				if strings.Contains(line, "refused a connection to the Raft port") && strings.Contains(line, "from="+from[0]+" ") && strings.Contains(line, reason) {
-					logged = true
+					return true, ""
 				}
 			}
-		}
+			return false, ""
+		})
 		if !logged {
 			t.Errorf("%s did not log the refusal of %s with %q", tg.id, from[0], reason)
 		}

@@ -44,6 +44,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"idserver/internal/testproc"
+	"idserver/internal/wait"
 )
 
 // regionsNetns, in the environment, is the network namespace the test was
@@ -289,7 +290,7 @@ func regions(t *testing.T, delay int) {
 			}
 		}
 		most := (want + len(zones) - 1) / len(zones)
-		waitFor(t, d, fmt.Sprintf("%s: %d voters, at most %d a zone", what, want, most), func() (bool, string) {
+		wait.For(t, d, fmt.Sprintf("%s: %d voters, at most %d a zone", what, want, most), func() (bool, string) {
 			var state string
 			leader, voters, suffrage, state = members()
 			total, spread := 0, true
@@ -403,7 +404,11 @@ func regions(t *testing.T, delay int) {
 			wg.Wait()
 		}
 	}()
-	time.Sleep(time.Second)
+	var every []int
+	for i := range pods {
+		every = append(every, i)
+	}
+	wait.For(t, 20*time.Second, "every pod serves INCRs under load", h.served(every, time.Now()))
 	failover := func(victims []int, waitSet bool) string {
 		t.Helper()
 		killed := time.Now()
@@ -417,11 +422,11 @@ func regions(t *testing.T, delay int) {
 				survivors = append(survivors, i)
 			}
 		}
-		waitFor(t, 20*time.Second, "a new leader", func() (bool, string) { return s.leader(alive) >= 0, "none" })
+		wait.For(t, 20*time.Second, "a new leader", func() (bool, string) { return s.leader(alive) >= 0, "none" })
 		elected := time.Since(killed)
 		firstSet := "none waited for (a member of three is not removed, and a SET waits for every member)"
 		if waitSet {
-			waitFor(t, 30*time.Second, "a SET acknowledged after the kill", func() (bool, string) {
+			wait.For(t, 30*time.Second, "a SET acknowledged after the kill", func() (bool, string) {
 				h.mu.Lock()
 				defer h.mu.Unlock()
 				for _, st := range h.sets {
@@ -433,7 +438,23 @@ func regions(t *testing.T, delay int) {
 				return false, fmt.Sprintf("errors so far %v", h.errs)
 			})
 		}
-		time.Sleep(2 * time.Second)
+		// Every gap ends with the survivors' first replies under the new leader.
+		since := killed.Add(elected)
+		wait.For(t, 30*time.Second, "INCR and NEXTID on every survivor under the new leader", func() (bool, string) {
+			if ok, why := h.served(survivors, since)(); !ok {
+				return false, why
+			}
+			quietMu.Lock()
+			defer quietMu.Unlock()
+			for cmd, per := range quietOK {
+				for _, i := range survivors {
+					if ok := per[i]; len(ok) == 0 || !ok[len(ok)-1].After(since) {
+						return false, fmt.Sprintf("pod %d: no %s on the quiet tag since", i, cmd)
+					}
+				}
+			}
+			return true, ""
+		})
 		now := time.Now()
 		return fmt.Sprintf("a leader again after %v; longest gap on the others: INCR %v and NEXTID %v on a tag no SET touches, "+
 			"INCR %v on the load's tag; first SET acknowledged %s", elected.Round(time.Millisecond),

@@ -28,6 +28,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"idserver/internal/testproc"
+	"idserver/internal/wait"
 )
 
 // restartable is a server process started, killed and started again with
@@ -57,18 +58,17 @@ func (r *restartable) kill() {
 
 // waitPong polls PING over raw connections until the server answers +PONG.
 func (r *restartable) waitPong() {
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if conn, err := net.DialTimeout("tcp", r.addr, time.Second); err == nil {
-			conn.SetDeadline(time.Now().Add(time.Second))
-			io.WriteString(conn, "PING\r\n")
-			line, _ := bufio.NewReader(conn).ReadString('\n')
-			conn.Close()
-			if strings.HasPrefix(line, "+PONG") {
-				return
-			}
+	wait.For(r.t, 20*time.Second, fmt.Sprintf("%s %v: PONG", r.path, r.args), func() (bool, string) {
+		conn, err := net.DialTimeout("tcp", r.addr, time.Second)
+		if err != nil {
+			return false, err.Error()
 		}
-	}
-	r.t.Fatalf("%s %v: no PONG within 20 s", r.path, r.args)
+		conn.SetDeadline(time.Now().Add(time.Second))
+		io.WriteString(conn, "PING\r\n")
+		line, _ := bufio.NewReader(conn).ReadString('\n')
+		conn.Close()
+		return strings.HasPrefix(line, "+PONG"), line
+	})
 }
 
 // restartProbe is one client library: run retries NEXTID (when nextid is

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"idserver/internal/wait"
 )
 
 // ledger holds every ID and tag value any reply carried, and counts repeats.
@@ -72,6 +74,29 @@ func (l *ledger) values() (n int) {
 		n += len(m)
 	}
 	return n
+}
+
+// issued is how many IDs and values the ledger holds.
+func (l *ledger) issued() int {
+	l.mu.Lock()
+	n := len(l.ids)
+	l.mu.Unlock()
+	return n + l.values()
+}
+
+// midLoad waits until the ledger holds more than it did at from and fails
+// the test if loading closed first: what follows happens mid-load.
+func (l *ledger) midLoad(t *testing.T, from int, loading chan struct{}) {
+	t.Helper()
+	wait.For(t, 20*time.Second, "values issued by the load", func() (bool, string) {
+		n := l.issued()
+		return n > from, fmt.Sprintf("%d in the ledger", n)
+	})
+	select {
+	case <-loading:
+		t.Fatal("the load ended before the step meant to happen mid-load")
+	default:
+	}
 }
 
 func (l *ledger) check(t *testing.T) {
@@ -159,8 +184,9 @@ func TestRawCopyRestoredInPlaceIsRefused(t *testing.T) {
 	c := p.client()
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); load(l, "before the copy", c, time.Second, "orders", "users") }()
-	time.Sleep(500 * time.Millisecond)
+	loading, from := make(chan struct{}), l.issued()
+	go func() { defer wg.Done(); load(l, "before the copy", c, time.Second, "orders", "users"); close(loading) }()
+	l.midLoad(t, from, loading)
 	backup := filepath.Join(root, "backup")
 	copyDir(t, moved, backup)
 	wg.Wait()
@@ -236,8 +262,13 @@ func restoreNeverRepeats(t *testing.T, backUp func(t *testing.T, p *proc, dir, b
 	c := p.client()
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); load(l, "before the backup", c, 1500*time.Millisecond, "orders", "users") }()
-	time.Sleep(750 * time.Millisecond)
+	loading, from := make(chan struct{}), l.issued()
+	go func() {
+		defer wg.Done()
+		load(l, "before the backup", c, 1500*time.Millisecond, "orders", "users")
+		close(loading)
+	}()
+	l.midLoad(t, from, loading)
 	backUp(t, p, dir, backup)
 	wg.Wait()
 	load(l, "after the backup", c, 1500*time.Millisecond, "orders", "users", "late")
@@ -284,8 +315,13 @@ func TestRestoredMemberNeverRepeats(t *testing.T) {
 		restored.start(t)
 		var wg sync.WaitGroup
 		wg.Add(1)
-		go func() { defer wg.Done(); all(1500*time.Millisecond, fmt.Sprintf("round %d before the copy", round)) }()
-		time.Sleep(750 * time.Millisecond)
+		loading, from := make(chan struct{}), l.issued()
+		go func() {
+			defer wg.Done()
+			all(1500*time.Millisecond, fmt.Sprintf("round %d before the copy", round))
+			close(loading)
+		}()
+		l.midLoad(t, from, loading)
 		copyDir(t, restored.dir, backup)
 		wg.Wait()
 		if snapshotLike {

@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"idserver/internal/testproc"
+	"idserver/internal/wait"
 	"idserver/node"
 )
 
@@ -317,14 +318,10 @@ func TestSetWithAMemberPaused(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), id3) {
 		t.Fatalf("SET with %s paused: %v, want an error naming it", id3, err)
 	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if err = c1.Do(ctx, "SET", "s", v).Err(); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("SET retried after SIGCONT: %v", err)
-		}
-	}
+	wait.For(t, 20*time.Second, "SET retried after SIGCONT", func() (bool, string) {
+		err := c1.Do(ctx, "SET", "s", v).Err()
+		return err == nil, fmt.Sprint(err)
+	})
 	if got, err := c3.Do(ctx, "INCR", "s").Int64(); err != nil || got <= v {
 		t.Fatalf("INCR on the resumed member after SET %d: %d %v", v, got, err)
 	}
@@ -407,7 +404,19 @@ func TestRefusedJoinsLeaveNoStrayVoter(t *testing.T) {
 			t.Fatalf("a third node with 2 worker IDs:\n%s", log)
 		}
 	}
-	time.Sleep(2 * time.Second) // time enough for a stray voter to cost the quorum
+	// A stray voter would cost the quorum once the leader counts it: INCR
+	// goes on being served on both nodes for two seconds.
+	ca, cb := redis.NewClient(&redis.Options{Addr: a.Addr}), redis.NewClient(&redis.Options{Addr: b.Addr})
+	defer ca.Close()
+	defer cb.Close()
+	wait.Holds(t, 2*time.Second, "INCR served after refused joins", func() (bool, string) {
+		for _, c := range []*redis.Client{ca, cb} {
+			if err := c.Do(context.Background(), "INCR", "t").Err(); err != nil {
+				return false, fmt.Sprintf("%s: %v", c.Options().Addr, err)
+			}
+		}
+		return true, ""
+	})
 	for _, p := range []*proc{a, b} {
 		c := p.client()
 		if err := c.Do(context.Background(), "INCR", "t").Err(); err != nil {
@@ -652,15 +661,10 @@ func TestRemovedNodeWithoutJoinJoinsAgainThroughItsPeers(t *testing.T) {
 	}
 	nextIDs(clients[0], 500*time.Millisecond, func(id int64) { before[id] = true })
 	members[0].p.Kill()
-	var err error
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		if err = clients[1].Do(ctx, "CLUSTER", "FORGET", first["node_id"]).Err(); err == nil {
-			break
-		}
-	}
-	if err != nil {
-		t.Fatalf("CLUSTER FORGET %s: %v", first["node_id"], err)
-	}
+	wait.For(t, 20*time.Second, "CLUSTER FORGET "+first["node_id"], func() (bool, string) {
+		err := clients[1].Do(ctx, "CLUSTER", "FORGET", first["node_id"]).Err()
+		return err == nil, fmt.Sprint(err)
+	})
 	members[0].start(t) // no --join, as at its first start
 	again := clusterInfo(t, clients[0])
 	switch {
@@ -700,15 +704,10 @@ func TestRemovedNodeWhoseRejoinDidNotFinishStartsNoClusterOfItsOwn(t *testing.T)
 	}
 	members[0].p.Kill()
 	c1 := members[1].p.client()
-	var err error
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		if err = c1.Do(ctx, "CLUSTER", "FORGET", first["node_id"]).Err(); err == nil {
-			break
-		}
-	}
-	if err != nil {
-		t.Fatalf("CLUSTER FORGET %s: %v", first["node_id"], err)
-	}
+	wait.For(t, 20*time.Second, "CLUSTER FORGET "+first["node_id"], func() (bool, string) {
+		err := c1.Do(ctx, "CLUSTER", "FORGET", first["node_id"]).Err()
+		return err == nil, fmt.Sprint(err)
+	})
 	// What a start refused as removed leaves when its rejoin then fails.
 	if _, err := node.MoveAside(node.Config{Dir: members[0].dir}); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package main
+package cluster
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"idserver/internal/systest"
 )
 
 // clockLoad issues NEXTID 50 from a few connections until stopped, keeping
@@ -130,11 +132,11 @@ func TestClockJumpsAreNotOutages(t *testing.T) {
 	dir := t.TempDir()
 	args := []string{"--enable-debug-command", "--time-bits", "41", "--worker-bits", "3", "--seq-bits", "19",
 		"--worker-lease", "2s"}
-	p, err := launch(t, dir, nil, args...)
+	p, err := systest.Launch(t, dir, nil, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctl := p.client()
+	ctl := p.Client()
 	ctx := context.Background()
 	load := startClockLoad(t, p.Addr, 4, 0)
 	time.Sleep(500 * time.Millisecond)
@@ -163,7 +165,7 @@ func TestClockJumpsAreNotOutages(t *testing.T) {
 			load.end()
 			t.Fatalf("step %s: no IDs within %v of the step (outage %v); errors: %q", s.name, time.Since(at), out, errs)
 		}
-		info := clusterInfo(t, ctl)
+		info := systest.ClusterInfo(t, ctl)
 		var w int64
 		fmt.Sscan(info["worker_id"], &w)
 		if s.back && w == lastWorker {
@@ -201,11 +203,11 @@ func TestClockJumpsAreNotOutages(t *testing.T) {
 	p.Kill()
 	<-p.Done()
 	started := time.Now()
-	p2, err := launch(t, dir, nil, args...)
+	p2, err := systest.Launch(t, dir, nil, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rdb := p2.client()
+	rdb := p2.Client()
 	ids, err := rdb.Do(ctx, "NEXTID", 100).Int64Slice()
 	if err != nil {
 		t.Fatalf("after a restart with the high-water 3 h ahead: %v\n%s", err, p2.Log())
@@ -240,12 +242,12 @@ func TestClockStepsDoNotExhaustWorkers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process test")
 	}
-	p, err := launch(t, t.TempDir(), nil, "--enable-debug-command", "--time-bits", "41", "--worker-bits", "2", "--seq-bits", "20",
+	p, err := systest.Launch(t, t.TempDir(), nil, "--enable-debug-command", "--time-bits", "41", "--worker-bits", "2", "--seq-bits", "20",
 		"--worker-lease", "1s", "--max-borrow", "200ms")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctl := p.client()
+	ctl := p.Client()
 	ctx := context.Background()
 	load := startClockLoad(t, p.Addr, 2, 0)
 	workers := map[string]int{}
@@ -257,7 +259,7 @@ func TestClockStepsDoNotExhaustWorkers(t *testing.T) {
 		at := time.Now()
 		time.Sleep(time.Second)
 		out, errs := load.outage(at)
-		info := clusterInfo(t, ctl)
+		info := systest.ClusterInfo(t, ctl)
 		if out < 0 || out > time.Second {
 			t.Fatalf("step back %d: outage %v, errors %q; worker %s, retired %s", i, out, errs, info["worker_id"], info["worker_retired"])
 		}
@@ -291,17 +293,17 @@ func TestClockJumpsInACluster(t *testing.T) {
 		t.Skip("process test")
 	}
 	common := []string{"--enable-debug-command", "--worker-lease", "2s"}
-	leader, err := launch(t, t.TempDir(), nil, common...)
+	leader, err := systest.Launch(t, t.TempDir(), nil, common...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	procs := []*proc{leader}
+	procs := []*systest.Proc{leader}
 	for range 2 {
-		p, err := launch(t, t.TempDir(), nil, append(common, "--join", leader.Addr)...)
+		p, err := systest.Launch(t, t.TempDir(), nil, append(common, "--join", leader.Addr)...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := p.client().Do(context.Background(), "NEXTID").Err(); err != nil {
+		if err := p.Client().Do(context.Background(), "NEXTID").Err(); err != nil {
 			t.Fatal(err)
 		}
 		procs = append(procs, p)
@@ -324,8 +326,8 @@ func TestClockJumpsInACluster(t *testing.T) {
 		{"follower back 1h", 1, []int64{-3600_000}},
 		{"follower +3h and back", 2, []int64{3 * 3600_000, 0}},
 	} {
-		ctl := procs[s.node].client()
-		before := clusterInfo(t, ctl)["worker_id"]
+		ctl := procs[s.node].Client()
+		before := systest.ClusterInfo(t, ctl)["worker_id"]
 		var at time.Time
 		for _, off := range s.offsetMS {
 			if err := ctl.Do(ctx, "DEBUG", "CLOCK", off).Err(); err != nil {
@@ -335,7 +337,7 @@ func TestClockJumpsInACluster(t *testing.T) {
 			time.Sleep(1500 * time.Millisecond)
 		}
 		out, errs := loads[s.node].outage(at)
-		info := clusterInfo(t, ctl)
+		info := systest.ClusterInfo(t, ctl)
 		if out < 0 || out > 2*time.Second || info["worker_id"] == before {
 			t.Fatalf("%s: outage %v, errors %q, worker %s -> %s", s.name, out, errs, before, info["worker_id"])
 		}

@@ -1,4 +1,4 @@
-package main
+package cluster
 
 import (
 	"context"
@@ -12,70 +12,20 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"idserver/internal/systest"
 	"idserver/internal/testproc"
 )
-
-// member is one node of a process cluster, with fixed ports so that a
-// restart keeps its addresses.
-type member struct {
-	dir, port, raft string
-	join            string
-	p               *proc
-}
-
-func (m *member) start(t *testing.T) {
-	t.Helper()
-	args := []string{"--port", m.port, "--raft-addr", "127.0.0.1:" + m.raft}
-	if m.join != "" {
-		args = append(args, "--join", m.join)
-	}
-	p, err := launch(t, m.dir, nil, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.p = p
-}
-
-// startMembers starts n processes on fixed ports, the first bootstrapping
-// and the others joining it with --join.
-func startMembers(t *testing.T, n int) []*member {
-	t.Helper()
-	members := make([]*member, n)
-	for i := range members {
-		members[i] = &member{dir: t.TempDir(), port: strconv.Itoa(testproc.FreePort(t)), raft: strconv.Itoa(testproc.FreePort(t))}
-		if i > 0 {
-			members[i].join = "127.0.0.1:" + members[0].port
-		}
-		members[i].start(t)
-	}
-	return members
-}
-
-func clusterInfo(t testing.TB, rdb *redis.Client) map[string]string {
-	t.Helper()
-	text, err := rdb.Do(context.Background(), "CLUSTER", "INFO").Text()
-	if err != nil {
-		return nil
-	}
-	info := map[string]string{}
-	for _, line := range strings.Split(text, "\r\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok {
-			info[k] = v
-		}
-	}
-	return info
-}
 
 // TestThreeProcessesSurviveLeaderKill: three idserver processes joined with
 // --join, clients on all three issuing INCR, NEXTSEG and NEXTID; the leader
 // is killed with SIGKILL mid-load and restarted. Every value is unique, the
 // survivors keep serving, and the killed node catches up.
 func TestThreeProcessesSurviveLeaderKill(t *testing.T) {
-	members := startMembers(t, 3)
+	members := systest.StartMembers(t, 3)
 	ctx := context.Background()
 	clients := make([]*redis.Client, 3)
 	for i, m := range members {
-		clients[i] = redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + m.port, MaxRetries: -1, DialTimeout: 500 * time.Millisecond})
+		clients[i] = redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + m.Port, MaxRetries: -1, DialTimeout: 500 * time.Millisecond})
 		defer clients[i].Close()
 	}
 	// All three are members with distinct worker IDs.
@@ -83,7 +33,7 @@ func TestThreeProcessesSurviveLeaderKill(t *testing.T) {
 	for i := range members {
 		var info map[string]string
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			if info = clusterInfo(t, clients[i]); info["members"] == "3" {
+			if info = systest.ClusterInfo(t, clients[i]); info["members"] == "3" {
 				break
 			}
 			if time.Now().After(deadline) {
@@ -158,20 +108,20 @@ func TestThreeProcessesSurviveLeaderKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var killed *member
+	var killed *systest.Member
 	for _, m := range members {
-		if strings.HasSuffix(leaderAddr, ":"+m.port) {
+		if strings.HasSuffix(leaderAddr, ":"+m.Port) {
 			killed = m
 		}
 	}
 	if killed == nil {
 		t.Fatalf("leader %q is none of the members", leaderAddr)
 	}
-	killed.p.Kill()
+	killed.P.Kill()
 	atKill := count()
 	time.Sleep(3 * time.Second)
 	afterKill := count()
-	killed.start(t)
+	killed.Start(t)
 	time.Sleep(2 * time.Second)
 	close(stop)
 	wg.Wait()
@@ -183,7 +133,7 @@ func TestThreeProcessesSurviveLeaderKill(t *testing.T) {
 	want := 0
 	for i, m := range members {
 		if m != killed {
-			n, _ := strconv.Atoi(clusterInfo(t, clients[i])["applied_index"])
+			n, _ := strconv.Atoi(systest.ClusterInfo(t, clients[i])["applied_index"])
 			want = max(want, n)
 		}
 	}
@@ -192,7 +142,7 @@ func TestThreeProcessesSurviveLeaderKill(t *testing.T) {
 			continue
 		}
 		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			got, _ := strconv.Atoi(clusterInfo(t, clients[i])["applied_index"])
+			got, _ := strconv.Atoi(systest.ClusterInfo(t, clients[i])["applied_index"])
 			if got >= want {
 				break
 			}
@@ -202,17 +152,17 @@ func TestThreeProcessesSurviveLeaderKill(t *testing.T) {
 		}
 	}
 	t.Logf("3 processes, leader %s killed with SIGKILL and restarted: %d values and %d IDs, no repeat; errors %v",
-		killed.port, len(values), len(ids), errs)
+		killed.Port, len(values), len(ids), errs)
 }
 
 // TestIncrLoadCausesFewRaftApplies: redis-benchmark -P 32 INCR against one
 // node; the adaptive step keeps Raft applies to a handful per million.
 func TestIncrLoadCausesFewRaftApplies(t *testing.T) {
-	bench := needTool(t, "redis-benchmark")
-	p := startProc(t, t.TempDir())
-	rdb := p.client()
+	bench := testproc.Need(t, "redis-benchmark")
+	p := systest.StartProc(t, t.TempDir())
+	rdb := p.Client()
 	applies := func() int {
-		n, _ := strconv.Atoi(clusterInfo(t, rdb)["raft_applies_proposed"])
+		n, _ := strconv.Atoi(systest.ClusterInfo(t, rdb)["raft_applies_proposed"])
 		return n
 	}
 	before := applies()
@@ -238,22 +188,22 @@ func TestIncrLoadCausesFewRaftApplies(t *testing.T) {
 // different --raft-addr cannot be reached by the leader until it tells the
 // cluster; it does so through the other members' RESP ports and rejoins.
 func TestMemberRestartsOnANewRaftAddress(t *testing.T) {
-	members := startMembers(t, 3)
+	members := systest.StartMembers(t, 3)
 	ctx := context.Background()
 	moved := members[2]
-	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + moved.port, MaxRetries: -1})
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + moved.Port, MaxRetries: -1})
 	defer c.Close()
-	for deadline := time.Now().Add(10 * time.Second); clusterInfo(t, c)["members"] != "3"; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); systest.ClusterInfo(t, c)["members"] != "3"; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the third member never saw 3 members")
 		}
 	}
-	moved.p.stop()
-	moved.raft = strconv.Itoa(testproc.FreePort(t))
-	moved.start(t)
+	moved.P.Shutdown()
+	moved.Raft = strconv.Itoa(testproc.FreePort(t))
+	moved.Start(t)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		info := clusterInfo(t, c)
-		if info["role"] == "Follower" && info["leader"] != "" && strings.HasSuffix(info["raft_addr"], ":"+moved.raft) {
+		info := systest.ClusterInfo(t, c)
+		if info["role"] == "Follower" && info["leader"] != "" && strings.HasSuffix(info["raft_addr"], ":"+moved.Raft) {
 			if _, err := c.Do(ctx, "INCR", "orders").Int64(); err == nil {
 				break
 			}

@@ -1,4 +1,4 @@
-package main
+package cluster
 
 // Process tests of SPEC section 1.5 for the data directory: a node whose
 // directory was damaged after a real run (files removed, pages zeroed, one
@@ -18,6 +18,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"idserver/internal/systest"
 )
 
 // crashedNode runs a node on a new directory, has it hand out values 1..3
@@ -26,8 +28,8 @@ import (
 func crashedNode(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	p := startProc(t, dir)
-	c := p.client()
+	p := systest.StartProc(t, dir)
+	c := p.Client()
 	for want := int64(1); want <= 3; want++ {
 		if v, err := c.Do(context.Background(), "INCR", "orders").Int64(); err != nil || v != want {
 			t.Fatalf("INCR: %d %v", v, err)
@@ -48,7 +50,7 @@ func refusal(t *testing.T, dir string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, append([]string{"--port", "0", "--dir", dir}, args...)...)
+	cmd := exec.CommandContext(ctx, systest.Binary(t), append([]string{"--port", "0", "--dir", dir}, args...)...)
 	out, err := cmd.CombinedOutput()
 	if ctx.Err() != nil {
 		t.Fatalf("the node neither served nor exited within a minute:\n%s", out)
@@ -195,8 +197,8 @@ func TestEmptyManifestIsRefused(t *testing.T) {
 func neverAdmitted(t *testing.T, join string) string {
 	t.Helper()
 	dir := t.TempDir()
-	p, err := launch(t, dir, nil, "--join", join, "--worker-bits", "9", "--seq-bits", "13")
-	waitExit(t, p, err)
+	p, err := systest.Launch(t, dir, nil, "--join", join, "--worker-bits", "9", "--seq-bits", "13")
+	systest.WaitExit(t, p, err)
 	if _, err := os.Stat(filepath.Join(dir, "raft", "raft.db")); err != nil {
 		t.Fatalf("the refused joiner left no raft.db: %v", err)
 	}
@@ -208,9 +210,9 @@ func neverAdmitted(t *testing.T, join string) string {
 // raft/ under a never-admitted joiner's pebble/): the start that used to
 // delete raft/ and bootstrap a new cluster is refused, and raft/ is kept.
 func TestRaftLogWithoutClusterIdentityIsRefused(t *testing.T) {
-	a := startProc(t, t.TempDir())
+	a := systest.StartProc(t, t.TempDir())
 	dir := neverAdmitted(t, a.Addr)
-	a.stop()
+	a.Shutdown()
 	member := crashedNode(t)
 	os.RemoveAll(filepath.Join(dir, "raft"))
 	if out, err := exec.Command("cp", "-a", filepath.Join(member, "raft"), filepath.Join(dir, "raft")).CombinedOutput(); err != nil {
@@ -226,13 +228,13 @@ func TestRaftLogWithoutClusterIdentityIsRefused(t *testing.T) {
 // never admitted (empty Raft log, no cluster identity) is not deleted nor
 // refused: started again with --join to a cluster of its layout, it joins.
 func TestNeverAdmittedJoinerJoinsLater(t *testing.T) {
-	a := startProc(t, t.TempDir())
+	a := systest.StartProc(t, t.TempDir())
 	dir := neverAdmitted(t, a.Addr)
-	b := startProc(t, t.TempDir(), "--worker-bits", "9", "--seq-bits", "13")
-	j := startProc(t, dir, "--join", b.Addr, "--worker-bits", "9", "--seq-bits", "13")
-	want := clusterInfo(t, b.client())["cluster_id"]
+	b := systest.StartProc(t, t.TempDir(), "--worker-bits", "9", "--seq-bits", "13")
+	j := systest.StartProc(t, dir, "--join", b.Addr, "--worker-bits", "9", "--seq-bits", "13")
+	want := systest.ClusterInfo(t, b.Client())["cluster_id"]
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		info := clusterInfo(t, j.client())
+		info := systest.ClusterInfo(t, j.Client())
 		if info["cluster_id"] == want && info["members"] == "2" {
 			break
 		}
@@ -240,7 +242,7 @@ func TestNeverAdmittedJoinerJoinsLater(t *testing.T) {
 			t.Fatalf("the joiner: %v, want a member of cluster %s", info, want)
 		}
 	}
-	if n := collectIDs(t, time.Second, b.client(), j.client()); n == 0 {
+	if n := systest.CollectIDs(t, time.Second, b.Client(), j.Client()); n == 0 {
 		t.Fatal("no IDs")
 	}
 }
@@ -250,19 +252,19 @@ func TestNeverAdmittedJoinerJoinsLater(t *testing.T) {
 // applied index is past the end of the log.
 func TestRaftLogOlderThanStateIsRefused(t *testing.T) {
 	dir := t.TempDir()
-	p := startProc(t, dir)
-	p.stop()
+	p := systest.StartProc(t, dir)
+	p.Shutdown()
 	old := filepath.Join(t.TempDir(), "raft")
 	if out, err := exec.Command("cp", "-a", filepath.Join(dir, "raft"), old).CombinedOutput(); err != nil {
 		t.Fatalf("cp: %v %s", err, out)
 	}
-	p = startProc(t, dir)
+	p = systest.StartProc(t, dir)
 	for i := range 20 {
-		if err := p.client().Do(context.Background(), "INCR", fmt.Sprintf("tag%d", i)).Err(); err != nil {
+		if err := p.Client().Do(context.Background(), "INCR", fmt.Sprintf("tag%d", i)).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	p.stop()
+	p.Shutdown()
 	os.RemoveAll(filepath.Join(dir, "raft"))
 	if out, err := exec.Command("cp", "-a", old, filepath.Join(dir, "raft")).CombinedOutput(); err != nil {
 		t.Fatalf("cp: %v %s", err, out)
@@ -356,8 +358,8 @@ func TestDamagedRaftDBIsRefused(t *testing.T) {
 	if err := os.WriteFile(db, orig, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := startProc(t, dir)
-	if v, err := p.client().Do(context.Background(), "INCR", "orders").Int64(); err != nil || v <= 3 {
+	p := systest.StartProc(t, dir)
+	if v, err := p.Client().Do(context.Background(), "INCR", "orders").Int64(); err != nil || v <= 3 {
 		t.Fatalf("INCR on the undamaged file: %d %v", v, err)
 	}
 }

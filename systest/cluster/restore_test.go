@@ -1,4 +1,4 @@
-package main
+package cluster
 
 // Restores that cannot repeat (issue 15, attack 3): a data directory
 // restored from an older copy, on one node and on a member of three.
@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"idserver/internal/systest"
 )
 
 // ledger holds every ID and tag value any reply carried, and counts repeats.
@@ -145,18 +147,18 @@ func TestRawCopyRestoredInPlaceIsRefused(t *testing.T) {
 	l := newLedger()
 	root := t.TempDir()
 	dir := filepath.Join(root, "data")
-	p := startProc(t, dir)
-	load(l, "first", p.client(), 300*time.Millisecond, "orders")
+	p := systest.StartProc(t, dir)
+	load(l, "first", p.Client(), 300*time.Millisecond, "orders")
 	p.Kill()
-	p = startProc(t, dir) // kill -9: not a copy
-	load(l, "after kill -9", p.client(), 300*time.Millisecond, "orders")
-	p.stop()
+	p = systest.StartProc(t, dir) // kill -9: not a copy
+	load(l, "after kill -9", p.Client(), 300*time.Millisecond, "orders")
+	p.Shutdown()
 	moved := filepath.Join(root, "moved")
 	if err := os.Rename(dir, moved); err != nil {
 		t.Fatal(err)
 	}
-	p = startProc(t, moved) // mv: not a copy
-	c := p.client()
+	p = systest.StartProc(t, moved) // mv: not a copy
+	c := p.Client()
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); load(l, "before the copy", c, time.Second, "orders", "users") }()
@@ -167,13 +169,13 @@ func TestRawCopyRestoredInPlaceIsRefused(t *testing.T) {
 	load(l, "after the copy", c, time.Second, "orders", "users")
 	p.Kill()
 	restoreInPlace(t, backup, moved)
-	p, err := launch(t, moved, nil)
+	p, err := systest.Launch(t, moved, nil)
 	if err == nil {
-		load(l, "on the copy", p.client(), 1500*time.Millisecond, "orders", "users")
+		load(l, "on the copy", p.Client(), 1500*time.Millisecond, "orders", "users")
 		t.Fatalf("the node started on the copy put back in place; it must refuse. It then repeated %d IDs or values (of %d IDs, %d values), first: %v",
 			l.repeats, len(l.ids), l.values(), l.first)
 	}
-	log := waitExit(t, p, err)
+	log := systest.WaitExit(t, p, err)
 	for _, want := range []string{"refusing to start", "DIRECTORY-MARKER", "is a copy", "idserver restore"} {
 		if !strings.Contains(log, want) {
 			t.Fatalf("the refusal does not say %q:\n%s", want, log)
@@ -185,8 +187,8 @@ func TestRawCopyRestoredInPlaceIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%s", strings.TrimSpace(restoreRun(t, moved+".copy", "--dir", moved)))
-	p = startProc(t, moved)
-	load(l, "restored", p.client(), time.Second, "orders", "users")
+	p = systest.StartProc(t, moved)
+	load(l, "restored", p.Client(), time.Second, "orders", "users")
 	l.check(t)
 	t.Logf("the remedy followed: %d IDs and %d values in all, no repeat", len(l.ids), l.values())
 }
@@ -199,7 +201,7 @@ func lastLine(s string) string {
 // restoreRun runs idserver restore and fails the test unless it succeeds.
 func restoreRun(t *testing.T, args ...string) string {
 	t.Helper()
-	code, out := runToExit(t, append([]string{"restore"}, args...)...)
+	code, out := systest.RunToExit(t, append([]string{"restore"}, args...)...)
 	if code != 0 {
 		t.Fatalf("idserver restore %v: exit %d\n%s", args, code, out)
 	}
@@ -211,7 +213,7 @@ func restoreRun(t *testing.T, args ...string) string {
 // restore of the copy into a new directory; the restored node under load.
 // No ID and no value of any tag repeats, the new tag included.
 func TestRestoreFromACopyNeverRepeats(t *testing.T) {
-	restoreNeverRepeats(t, func(t *testing.T, p *proc, dir, backup string) {
+	restoreNeverRepeats(t, func(t *testing.T, p *systest.Proc, dir, backup string) {
 		copyDir(t, dir, backup)
 	})
 }
@@ -219,8 +221,8 @@ func TestRestoreFromACopyNeverRepeats(t *testing.T) {
 // TestOnlineBackupRestoredNeverRepeats: the same with idserver backup
 // --from, taken from the running node mid-load.
 func TestOnlineBackupRestoredNeverRepeats(t *testing.T) {
-	restoreNeverRepeats(t, func(t *testing.T, p *proc, dir, backup string) {
-		code, out := runToExit(t, "backup", "--from", p.Addr, backup)
+	restoreNeverRepeats(t, func(t *testing.T, p *systest.Proc, dir, backup string) {
+		code, out := systest.RunToExit(t, "backup", "--from", p.Addr, backup)
 		if code != 0 {
 			t.Fatalf("idserver backup: exit %d\n%s", code, out)
 		}
@@ -228,12 +230,12 @@ func TestOnlineBackupRestoredNeverRepeats(t *testing.T) {
 	})
 }
 
-func restoreNeverRepeats(t *testing.T, backUp func(t *testing.T, p *proc, dir, backup string)) {
+func restoreNeverRepeats(t *testing.T, backUp func(t *testing.T, p *systest.Proc, dir, backup string)) {
 	l := newLedger()
 	root := t.TempDir()
 	dir, backup, restored := filepath.Join(root, "data"), filepath.Join(root, "backup"), filepath.Join(root, "restored")
-	p := startProc(t, dir)
-	c := p.client()
+	p := systest.StartProc(t, dir)
+	c := p.Client()
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); load(l, "before the backup", c, 1500*time.Millisecond, "orders", "users") }()
@@ -245,14 +247,14 @@ func restoreNeverRepeats(t *testing.T, backUp func(t *testing.T, p *proc, dir, b
 	out := restoreRun(t, backup, "--dir", restored)
 	t.Logf("%s", strings.TrimSpace(out))
 	before := len(l.ids) + l.values()
-	p = startProc(t, restored)
-	load(l, "restored", p.client(), 1500*time.Millisecond, "orders", "users", "late")
+	p = systest.StartProc(t, restored)
+	load(l, "restored", p.Client(), 1500*time.Millisecond, "orders", "users", "late")
 	if len(l.ids)+l.values() == before {
 		t.Fatal("the restored node issued nothing")
 	}
 	p.Kill()
-	p = startProc(t, restored) // and a plain restart of the restored directory is not a copy
-	load(l, "restored, restarted", p.client(), 300*time.Millisecond, "orders", "late")
+	p = systest.StartProc(t, restored) // and a plain restart of the restored directory is not a copy
+	load(l, "restored, restarted", p.Client(), 300*time.Millisecond, "orders", "late")
 	l.check(t)
 	t.Logf("%d IDs and %d tag values, no repeat", len(l.ids), l.values())
 }
@@ -265,13 +267,13 @@ func restoreNeverRepeats(t *testing.T, backUp func(t *testing.T, p *proc, dir, b
 // nodes is unique.
 func TestRestoredMemberNeverRepeats(t *testing.T) {
 	l := newLedger()
-	ms := startMembers(t, 3)
+	ms := systest.StartMembers(t, 3)
 	tags := []string{"orders", "users"}
 	all := func(d time.Duration, phase string) {
 		var wg sync.WaitGroup
 		for i, m := range ms {
 			wg.Add(1)
-			go func() { defer wg.Done(); load(l, fmt.Sprintf("node %d %s", i, phase), m.p.client(), d, tags...) }()
+			go func() { defer wg.Done(); load(l, fmt.Sprintf("node %d %s", i, phase), m.P.Client(), d, tags...) }()
 		}
 		wg.Wait()
 	}
@@ -280,27 +282,27 @@ func TestRestoredMemberNeverRepeats(t *testing.T) {
 	for round, snapshotLike := range []bool{false, true} {
 		backup := filepath.Join(t.TempDir(), "backup")
 		// Restarted a moment before: its clock runs up to a window ahead.
-		restored.p.Kill()
-		restored.start(t)
+		restored.P.Kill()
+		restored.Start(t)
 		var wg sync.WaitGroup
 		wg.Add(1)
 		go func() { defer wg.Done(); all(1500*time.Millisecond, fmt.Sprintf("round %d before the copy", round)) }()
 		time.Sleep(750 * time.Millisecond)
-		copyDir(t, restored.dir, backup)
+		copyDir(t, restored.Dir, backup)
 		wg.Wait()
 		if snapshotLike {
-			restored.p.Kill()
-			restored.start(t)
+			restored.P.Kill()
+			restored.Start(t)
 		}
 		all(1500*time.Millisecond, fmt.Sprintf("round %d after the copy", round))
-		restored.p.Kill()
-		restoreInPlace(t, backup, restored.dir)
+		restored.P.Kill()
+		restoreInPlace(t, backup, restored.Dir)
 		if snapshotLike {
-			keepMarker(t, restored.dir)
+			keepMarker(t, restored.Dir)
 		}
-		restored.start(t)
+		restored.Start(t)
 		all(1500*time.Millisecond, fmt.Sprintf("round %d restored", round))
-		if !strings.Contains(restored.p.Log(), "older than what the cluster committed") {
+		if !strings.Contains(restored.P.Log(), "older than what the cluster committed") {
 			unsaid = append(unsaid, round)
 		}
 	}
@@ -322,18 +324,18 @@ func TestOneBackupRestoredTwice(t *testing.T) {
 	root := t.TempDir()
 	dir, backup := filepath.Join(root, "data"), filepath.Join(root, "backup")
 	first, second := filepath.Join(root, "first"), filepath.Join(root, "second")
-	p := startProc(t, dir)
-	load(l, "before the backup", p.client(), 500*time.Millisecond, "orders")
-	if code, out := runToExit(t, "backup", "--from", p.Addr, backup); code != 0 {
+	p := systest.StartProc(t, dir)
+	load(l, "before the backup", p.Client(), 500*time.Millisecond, "orders")
+	if code, out := systest.RunToExit(t, "backup", "--from", p.Addr, backup); code != 0 {
 		t.Fatalf("idserver backup: exit %d\n%s", code, out)
 	}
-	load(l, "after the backup", p.client(), 500*time.Millisecond, "orders")
+	load(l, "after the backup", p.Client(), 500*time.Millisecond, "orders")
 	p.Kill()
 	restoreRun(t, backup, "--dir", first)
-	p = startProc(t, first)
-	load(l, "first restore", p.client(), time.Second, "orders", "late")
+	p = systest.StartProc(t, first)
+	load(l, "first restore", p.Client(), time.Second, "orders", "late")
 	p.Kill()
-	code, out := runToExit(t, "restore", backup, "--dir", second)
+	code, out := systest.RunToExit(t, "restore", backup, "--dir", second)
 	if code != 1 || !strings.Contains(out, "was restored already") || !strings.Contains(out, first) || !strings.Contains(out, "--again") {
 		t.Fatalf("a second restore of one backup: exit %d\n%s", code, out)
 	}
@@ -341,8 +343,8 @@ func TestOneBackupRestoredTwice(t *testing.T) {
 		t.Fatalf("the refused restore left %s behind: %v", second, err)
 	}
 	t.Logf("%s", strings.TrimSpace(restoreRun(t, backup, "--dir", second, "--again")))
-	p = startProc(t, second)
-	load(l, "second restore", p.client(), time.Second, "orders", "late")
+	p = systest.StartProc(t, second)
+	load(l, "second restore", p.Client(), time.Second, "orders", "late")
 	l.check(t)
 	t.Logf("%d IDs and %d tag values, no repeat", len(l.ids), l.values())
 }

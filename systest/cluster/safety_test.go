@@ -1,4 +1,4 @@
-package main
+package cluster
 
 // Process tests of "never a duplicate, whatever the operator does": each
 // starts real idserver processes on loopback and makes one of the mistakes
@@ -18,61 +18,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"idserver/internal/systest"
 	"idserver/internal/testproc"
 	"idserver/node"
 )
-
-// collectIDs runs NEXTID 100 on each client from several connections for a
-// while and fails the test on a repeat across all of them.
-func collectIDs(t *testing.T, d time.Duration, clients ...*redis.Client) int {
-	t.Helper()
-	var mu sync.Mutex
-	seen := map[int64]int{}
-	var wg sync.WaitGroup
-	stop := time.Now().Add(d)
-	for ci, c := range clients {
-		for range 4 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for time.Now().Before(stop) {
-					ids, err := c.Do(context.Background(), "NEXTID", 100).Int64Slice()
-					if err != nil {
-						t.Errorf("client %d: %v", ci, err)
-						return
-					}
-					mu.Lock()
-					for _, id := range ids {
-						if other, dup := seen[id]; dup {
-							t.Errorf("ID %d issued by node %d and node %d", id, other, ci)
-						}
-						seen[id] = ci
-					}
-					mu.Unlock()
-				}
-			}()
-		}
-	}
-	wg.Wait()
-	return len(seen)
-}
-
-// waitExit waits for a process that must refuse to start, and returns its log.
-func waitExit(t *testing.T, p *proc, err error) string {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("the node started and serves at %s; it must refuse", p.Addr)
-	}
-	select {
-	case <-p.Done():
-	case <-time.After(90 * time.Second):
-		t.Fatal("a refused node did not exit")
-	}
-	if p.Err() == nil {
-		t.Fatalf("a refused node exited 0:\n%s", p.Log())
-	}
-	return p.Log()
-}
 
 // TestJoinForgottenOnFirstStartIsRefused (item 1): a node started once on
 // its own (the --join forgotten) holds a one-node cluster; started again
@@ -80,43 +29,43 @@ func waitExit(t *testing.T, p *proc, err error) string {
 // cluster is unchanged. Started on an empty directory it joins, and the two
 // nodes' IDs never meet.
 func TestJoinForgottenOnFirstStartIsRefused(t *testing.T) {
-	a := startProc(t, t.TempDir())
-	ca := a.client()
-	idA := clusterInfo(t, ca)["cluster_id"]
+	a := systest.StartProc(t, t.TempDir())
+	ca := a.Client()
+	idA := systest.ClusterInfo(t, ca)["cluster_id"]
 	dirB := t.TempDir()
-	b := startProc(t, dirB)
-	idB := clusterInfo(t, b.client())["cluster_id"]
+	b := systest.StartProc(t, dirB)
+	idB := systest.ClusterInfo(t, b.Client())["cluster_id"]
 	if idA == "" || idB == "" || idA == idB {
 		t.Fatalf("cluster IDs %q and %q", idA, idB)
 	}
-	b.stop()
-	p, err := launch(t, dirB, nil, "--join", a.Addr)
-	log := waitExit(t, p, err)
+	b.Shutdown()
+	p, err := systest.Launch(t, dirB, nil, "--join", a.Addr)
+	log := systest.WaitExit(t, p, err)
 	for _, want := range []string{idA, idB, "empty --dir"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("the refusal does not name %q:\n%s", want, log)
 		}
 	}
-	if info := clusterInfo(t, ca); info["members"] != "1" {
+	if info := systest.ClusterInfo(t, ca); info["members"] != "1" {
 		t.Fatalf("a refused join changed the cluster: %v", info)
 	}
-	b2 := startProc(t, t.TempDir(), "--join", a.Addr)
-	if w := clusterInfo(t, b2.client())["worker_id"]; w == clusterInfo(t, ca)["worker_id"] {
+	b2 := systest.StartProc(t, t.TempDir(), "--join", a.Addr)
+	if w := systest.ClusterInfo(t, b2.Client())["worker_id"]; w == systest.ClusterInfo(t, ca)["worker_id"] {
 		t.Fatalf("the joiner got worker %s, the same as the first node", w)
 	}
-	n := collectIDs(t, 2*time.Second, ca, b2.client())
+	n := systest.CollectIDs(t, 2*time.Second, ca, b2.Client())
 	t.Logf("refused a one-node cluster's directory at --join; after a clean join %d IDs from 2 nodes, no repeat", n)
 }
 
 // TestJoinerWithAnotherLayoutIsRefused (item 3).
 func TestJoinerWithAnotherLayoutIsRefused(t *testing.T) {
-	a := startProc(t, t.TempDir())
-	p, err := launch(t, t.TempDir(), nil, "--join", a.Addr, "--worker-bits", "9", "--seq-bits", "13")
-	log := waitExit(t, p, err)
+	a := systest.StartProc(t, t.TempDir())
+	p, err := systest.Launch(t, t.TempDir(), nil, "--join", a.Addr, "--worker-bits", "9", "--seq-bits", "13")
+	log := systest.WaitExit(t, p, err)
 	if !strings.Contains(log, "worker-bits=9") || !strings.Contains(log, "worker-bits=10") {
 		t.Fatalf("the refusal does not name both layouts:\n%s", log)
 	}
-	if info := clusterInfo(t, a.client()); info["members"] != "1" {
+	if info := systest.ClusterInfo(t, a.Client()); info["members"] != "1" {
 		t.Fatalf("a refused join changed the cluster: %v", info)
 	}
 }
@@ -126,8 +75,8 @@ func TestJoinerWithAnotherLayoutIsRefused(t *testing.T) {
 // it was, across a restart; node-to-node requests are not on the RESP port.
 func TestBogusJoinChangesNothing(t *testing.T) {
 	dir := t.TempDir()
-	a := startProc(t, dir)
-	c := a.client()
+	a := systest.StartProc(t, dir)
+	c := a.Client()
 	ctx := context.Background()
 	err := c.Do(ctx, "CLUSTER", "JOIN", "bogus", "127.0.0.1:1", "127.0.0.1:2").Err()
 	if err == nil || !strings.Contains(err.Error(), "refused") {
@@ -149,21 +98,21 @@ func TestBogusJoinChangesNothing(t *testing.T) {
 		if err := c.Do(ctx, "SET", "t", high+1000).Err(); err != nil {
 			t.Fatalf("SET: %v", err)
 		}
-		if info := clusterInfo(t, c); info["members"] != "1" || info["role"] != "Leader" {
+		if info := systest.ClusterInfo(t, c); info["members"] != "1" || info["role"] != "Leader" {
 			t.Fatalf("after a bogus join: %v", info)
 		}
 	}
 	check()
-	a.stop()
-	a = startProc(t, dir)
-	c = a.client()
+	a.Shutdown()
+	a = systest.StartProc(t, dir)
+	c = a.Client()
 	check()
 }
 
 // TestSaturationIsNotClockBack (item 8): demand beyond the layout waits for
 // the clock; it never answers CLOCKBACK on a healthy clock.
 func TestSaturationIsNotClockBack(t *testing.T) {
-	a := startProc(t, t.TempDir())
+	a := systest.StartProc(t, t.TempDir())
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Add(1)
@@ -180,7 +129,7 @@ func TestSaturationIsNotClockBack(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	bench := needTool(t, "redis-benchmark")
+	bench := testproc.Need(t, "redis-benchmark")
 	out, err := exec.Command(bench, "-p", a.Port, "-c", "8", "-n", "2000", "NEXTID", "10000").CombinedOutput()
 	if err != nil || strings.Contains(string(out), "CLOCKBACK") || strings.Contains(string(out), "ERR") {
 		t.Fatalf("redis-benchmark NEXTID 10000: %v\n%s", err, out)
@@ -190,13 +139,13 @@ func TestSaturationIsNotClockBack(t *testing.T) {
 // TestEpochInTheFutureRefused (item 9).
 func TestEpochInTheFutureRefused(t *testing.T) {
 	dir := t.TempDir()
-	code, out := runToExit(t, "--dir", dir, "--port", "0", "--epoch", "2030-01-01T00:00:00Z")
+	code, out := systest.RunToExit(t, "--dir", dir, "--port", "0", "--epoch", "2030-01-01T00:00:00Z")
 	if code != 2 || !strings.Contains(out, "future") {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 	// 2^35 ms is about 398 days: an epoch 100 days ago leaves under a year.
 	epoch := time.Now().UTC().AddDate(0, 0, -100).Truncate(time.Second).Format(time.RFC3339)
-	code, out = runToExit(t, "--dir", dir, "--port", "0", "--epoch", epoch, "--time-bits", "35", "--worker-bits", "10", "--seq-bits", "18")
+	code, out = systest.RunToExit(t, "--dir", dir, "--port", "0", "--epoch", epoch, "--time-bits", "35", "--worker-bits", "10", "--seq-bits", "18")
 	if code != 2 || !strings.Contains(out, "year") {
 		t.Fatalf("an epoch leaving no time bits: exit %d:\n%s", code, out)
 	}
@@ -208,14 +157,14 @@ func TestEpochInTheFutureRefused(t *testing.T) {
 // and every node serves.
 func TestThreeMachines(t *testing.T) {
 	port, raftPort := testproc.FreePort(t), testproc.FreePort(t)
-	var procs []*proc
+	var procs []*systest.Proc
 	for i := 1; i <= 3; i++ {
 		host := fmt.Sprintf("127.0.0.%d", i)
 		args := []string{"--bind", host, "--port", strconv.Itoa(port), "--raft-addr", fmt.Sprintf("%s:%d", host, raftPort)}
 		if i > 1 {
 			args = append(args, "--join", fmt.Sprintf("127.0.0.1:%d", port))
 		}
-		p, err := launch(t, t.TempDir(), nil, args...) // the later --port wins over launch's --port 0
+		p, err := systest.Launch(t, t.TempDir(), nil, args...) // the later --port wins over launch's --port 0
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -223,7 +172,7 @@ func TestThreeMachines(t *testing.T) {
 	}
 	var clients []*redis.Client
 	for _, p := range procs {
-		c := p.client()
+		c := p.Client()
 		leader, err := c.Do(context.Background(), "CLUSTER", "LEADER").Text()
 		if err != nil || leader != fmt.Sprintf("127.0.0.1:%d", port) {
 			t.Fatalf("CLUSTER LEADER on %s: %q %v", p.Addr, leader, err)
@@ -233,7 +182,7 @@ func TestThreeMachines(t *testing.T) {
 		}
 		clients = append(clients, c)
 	}
-	n := collectIDs(t, time.Second, clients...)
+	n := systest.CollectIDs(t, time.Second, clients...)
 	t.Logf("3 nodes on 127.0.0.1-3, same ports: %d IDs, no repeat", n)
 }
 
@@ -241,12 +190,12 @@ func TestThreeMachines(t *testing.T) {
 // survivor, restarted with --recover, serves alone above everything the
 // lost members could have issued, and a new node joins it.
 func TestQuorumLostForGood(t *testing.T) {
-	ms := startMembers(t, 3)
+	ms := systest.StartMembers(t, 3)
 	ctx := context.Background()
 	seen := map[int64]bool{}
 	var top int64
 	for _, m := range ms {
-		c := m.p.client()
+		c := m.P.Client()
 		for range 50 {
 			v, err := c.Do(ctx, "INCR", "orders").Int64()
 			if err != nil {
@@ -262,24 +211,24 @@ func TestQuorumLostForGood(t *testing.T) {
 			seen[id] = true
 		}
 	}
-	ms[1].p.Kill()
-	ms[2].p.Kill()
-	ms[0].p.stop()
-	p, err := launch(t, ms[0].dir, nil, "--port", ms[0].port, "--raft-addr", "127.0.0.1:"+ms[0].raft, "--recover")
+	ms[1].P.Kill()
+	ms[2].P.Kill()
+	ms[0].P.Shutdown()
+	p, err := systest.Launch(t, ms[0].Dir, nil, "--port", ms[0].Port, "--raft-addr", "127.0.0.1:"+ms[0].Raft, "--recover")
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := p.client()
+	c := p.Client()
 	v, err := c.Do(ctx, "INCR", "orders").Int64()
 	if err != nil || v <= top+1_000_000_000_000-1 {
 		t.Fatalf("INCR after --recover: %d %v (lost members reached %d)", v, err, top)
 	}
-	if info := clusterInfo(t, c); info["members"] != "1" || info["role"] != "Leader" {
+	if info := systest.ClusterInfo(t, c); info["members"] != "1" || info["role"] != "Leader" {
 		t.Fatalf("after --recover: %v", info)
 	}
-	n := startProc(t, t.TempDir(), "--join", p.Addr)
-	for _, q := range []*proc{p, n} {
-		ids, err := q.client().Do(ctx, "NEXTID", 1000).Int64Slice()
+	n := systest.StartProc(t, t.TempDir(), "--join", p.Addr)
+	for _, q := range []*systest.Proc{p, n} {
+		ids, err := q.Client().Do(ctx, "NEXTID", 1000).Int64Slice()
 		if err != nil {
 			t.Fatalf("NEXTID after recovery on %s: %v", q.Addr, err)
 		}
@@ -297,23 +246,23 @@ func TestQuorumLostForGood(t *testing.T) {
 // of OK; after SIGCONT the retried SET answers OK and that member's next
 // value is above the floor.
 func TestSetWithAMemberPaused(t *testing.T) {
-	ms := startMembers(t, 3)
+	ms := systest.StartMembers(t, 3)
 	ctx := context.Background()
-	c1, c3 := ms[0].p.client(), ms[2].p.client()
+	c1, c3 := ms[0].P.Client(), ms[2].P.Client()
 	if err := c3.Do(ctx, "INCR", "s").Err(); err != nil {
 		t.Fatal(err)
 	}
-	id3 := clusterInfo(t, c3)["node_id"]
+	id3 := systest.ClusterInfo(t, c3)["node_id"]
 	high, err := c1.Do(ctx, "GET", "s").Int64()
 	if err != nil {
 		t.Fatal(err)
 	}
 	v := high + 1000
-	if err := ms[2].p.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := ms[2].P.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	err = c1.Do(ctx, "SET", "s", v).Err()
-	ms[2].p.Cmd.Process.Signal(syscall.SIGCONT)
+	ms[2].P.Cmd.Process.Signal(syscall.SIGCONT)
 	if err == nil || !strings.Contains(err.Error(), id3) {
 		t.Fatalf("SET with %s paused: %v, want an error naming it", id3, err)
 	}
@@ -334,11 +283,11 @@ func TestSetWithAMemberPaused(t *testing.T) {
 // --join): it bootstraps a cluster of its own, but when its old cluster's
 // members reach for it at its Raft address it stops issuing and exits.
 func TestWipedMemberWithoutJoinStops(t *testing.T) {
-	ms := startMembers(t, 3)
+	ms := systest.StartMembers(t, 3)
 	victim := ms[2]
-	id := clusterInfo(t, victim.p.client())["node_id"]
-	victim.p.Kill()
-	p, _ := launch(t, t.TempDir(), nil, "--port", victim.port, "--raft-addr", "127.0.0.1:"+victim.raft, "--node-id", id)
+	id := systest.ClusterInfo(t, victim.P.Client())["node_id"]
+	victim.P.Kill()
+	p, _ := systest.Launch(t, t.TempDir(), nil, "--port", victim.Port, "--raft-addr", "127.0.0.1:"+victim.Raft, "--node-id", id)
 	select {
 	case <-p.Done():
 	case <-time.After(60 * time.Second):
@@ -355,10 +304,10 @@ func TestWipedMemberWithoutJoinStops(t *testing.T) {
 // node, and they must still make it stop: QA saw it issue worker 0's IDs
 // and a tag's first values again beside the live cluster for minutes.
 func TestWipedMemberWithNewIDWithoutJoinStops(t *testing.T) {
-	ms := startMembers(t, 3)
+	ms := systest.StartMembers(t, 3)
 	victim := ms[2]
-	victim.p.Kill()
-	p, _ := launch(t, t.TempDir(), nil, "--port", victim.port, "--raft-addr", "127.0.0.1:"+victim.raft)
+	victim.P.Kill()
+	p, _ := systest.Launch(t, t.TempDir(), nil, "--port", victim.Port, "--raft-addr", "127.0.0.1:"+victim.Raft)
 	select {
 	case <-p.Done():
 	case <-time.After(60 * time.Second):
@@ -376,16 +325,16 @@ func TestWipedMemberWithNewIDWithoutJoinStops(t *testing.T) {
 // address); after the next leader change every SET failed dialing that
 // address, and autopilot removed the live, healthy node as dead.
 func TestClusterJoinCannotMoveTheLeader(t *testing.T) {
-	ms := startMembers(t, 3)
+	ms := systest.StartMembers(t, 3)
 	ctx := context.Background()
-	info := clusterInfo(t, ms[1].p.client())
+	info := systest.ClusterInfo(t, ms[1].P.Client())
 	leaderID, leaderRESP := info["leader_id"], info["leader"]
 	bogus := "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t))
-	err := ms[1].p.client().Do(ctx, "CLUSTER", "JOIN", leaderID, bogus, leaderRESP).Err()
+	err := ms[1].P.Client().Do(ctx, "CLUSTER", "JOIN", leaderID, bogus, leaderRESP).Err()
 	for _, m := range ms {
-		for k, v := range clusterInfo(t, m.p.client()) {
+		for k, v := range systest.ClusterInfo(t, m.P.Client()) {
 			if strings.HasPrefix(k, "member") && strings.Contains(v, "id="+leaderID+",") && strings.Contains(v, "raft="+bogus+",") {
-				t.Fatalf("CLUSTER JOIN %s %s %s (answered %v) moved the leader's Raft address on %s: %s", leaderID, bogus, leaderRESP, err, m.p.Addr, v)
+				t.Fatalf("CLUSTER JOIN %s %s %s (answered %v) moved the leader's Raft address on %s: %s", leaderID, bogus, leaderRESP, err, m.P.Addr, v)
 			}
 		}
 	}
@@ -399,21 +348,21 @@ func TestClusterJoinCannotMoveTheLeader(t *testing.T) {
 // healthy cluster down.
 func TestRefusedJoinsLeaveNoStrayVoter(t *testing.T) {
 	layout := []string{"--worker-bits", "1", "--seq-bits", "21"}
-	a := startProc(t, t.TempDir(), layout...)
-	b := startProc(t, t.TempDir(), append(layout, "--join", a.Addr)...)
+	a := systest.StartProc(t, t.TempDir(), layout...)
+	b := systest.StartProc(t, t.TempDir(), append(layout, "--join", a.Addr)...)
 	for range 2 {
-		p, err := launch(t, t.TempDir(), nil, append(layout, "--join", a.Addr)...)
-		if log := waitExit(t, p, err); !strings.Contains(log, "no free worker ID") {
+		p, err := systest.Launch(t, t.TempDir(), nil, append(layout, "--join", a.Addr)...)
+		if log := systest.WaitExit(t, p, err); !strings.Contains(log, "no free worker ID") {
 			t.Fatalf("a third node with 2 worker IDs:\n%s", log)
 		}
 	}
 	time.Sleep(2 * time.Second) // time enough for a stray voter to cost the quorum
-	for _, p := range []*proc{a, b} {
-		c := p.client()
+	for _, p := range []*systest.Proc{a, b} {
+		c := p.Client()
 		if err := c.Do(context.Background(), "INCR", "t").Err(); err != nil {
 			t.Fatalf("INCR on %s after refused joins: %v", p.Addr, err)
 		}
-		if info := clusterInfo(t, c); info["members"] != "2" {
+		if info := systest.ClusterInfo(t, c); info["members"] != "2" {
 			t.Fatalf("after refused joins: %v", info)
 		}
 	}
@@ -426,7 +375,7 @@ func TestReadmeClusterStartsBackToBack(t *testing.T) {
 	port := testproc.FreePort(t)
 	first := fmt.Sprintf("127.0.0.1:%d", port)
 	type started struct {
-		p   *proc
+		p   *systest.Proc
 		err error
 	}
 	done := make(chan started, 3)
@@ -436,7 +385,7 @@ func TestReadmeClusterStartsBackToBack(t *testing.T) {
 			if i > 0 {
 				time.Sleep(20 * time.Millisecond)
 			}
-			p, err := launch(t, dir, nil, args...)
+			p, err := systest.Launch(t, dir, nil, args...)
 			done <- started{p, err}
 		}()
 	}
@@ -445,7 +394,7 @@ func TestReadmeClusterStartsBackToBack(t *testing.T) {
 		if s.err != nil {
 			t.Fatal(s.err)
 		}
-		if err := s.p.client().Do(context.Background(), "INCR", "orders").Err(); err != nil {
+		if err := s.p.Client().Do(context.Background(), "INCR", "orders").Err(); err != nil {
 			t.Fatalf("INCR on %s: %v", s.p.Addr, err)
 		}
 	}
@@ -454,26 +403,26 @@ func TestReadmeClusterStartsBackToBack(t *testing.T) {
 // TestCopiedMemberIsRefused: a member's data directory copied while it runs
 // and started elsewhere with --join is refused: the original still answers.
 func TestCopiedMemberIsRefused(t *testing.T) {
-	ms := startMembers(t, 3)
+	ms := systest.StartMembers(t, 3)
 	copyDir := filepath.Join(t.TempDir(), "copy")
-	if out, err := exec.Command("cp", "-a", ms[2].dir, copyDir).CombinedOutput(); err != nil {
+	if out, err := exec.Command("cp", "-a", ms[2].Dir, copyDir).CombinedOutput(); err != nil {
 		t.Fatalf("cp: %v %s", err, out)
 	}
-	p, err := launch(t, copyDir, nil, "--join", "127.0.0.1:"+ms[0].port)
-	if log := waitExit(t, p, err); !strings.Contains(log, "still answers") {
+	p, err := systest.Launch(t, copyDir, nil, "--join", "127.0.0.1:"+ms[0].Port)
+	if log := systest.WaitExit(t, p, err); !strings.Contains(log, "still answers") {
 		t.Fatalf("the copy's refusal:\n%s", log)
 	}
-	if err := ms[2].p.client().Do(context.Background(), "NEXTID").Err(); err != nil {
+	if err := ms[2].P.Client().Do(context.Background(), "NEXTID").Err(); err != nil {
 		t.Fatalf("the original after its copy was refused: %v", err)
 	}
 }
 
 // waitMembers waits until p's state machine shows n members of cluster id
 // (a joiner's is behind the leader's for a moment).
-func waitMembers(t *testing.T, p *proc, id string, n int) {
+func waitMembers(t *testing.T, p *systest.Proc, id string, n int) {
 	t.Helper()
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		info := clusterInfo(t, p.client())
+		info := systest.ClusterInfo(t, p.Client())
 		if info["cluster_id"] == id && info["members"] == strconv.Itoa(n) {
 			return
 		}
@@ -490,19 +439,19 @@ func waitMembers(t *testing.T, p *proc, id string, n int) {
 // With one of the two still running it is refused naming that one; once
 // both are killed it recovers.
 func TestRecoverRefusedWhileMembersAnswer(t *testing.T) {
-	ms := startMembers(t, 3)
-	before := clusterInfo(t, ms[1].p.client())
+	ms := systest.StartMembers(t, 3)
+	before := systest.ClusterInfo(t, ms[1].P.Client())
 	for _, m := range ms {
-		waitMembers(t, m.p, before["cluster_id"], 3)
+		waitMembers(t, m.P, before["cluster_id"], 3)
 	}
-	args := []string{"--port", ms[0].port, "--raft-addr", "127.0.0.1:" + ms[0].raft, "--recover"}
-	refused := func(alive ...*member) {
+	args := []string{"--port", ms[0].Port, "--raft-addr", "127.0.0.1:" + ms[0].Raft, "--recover"}
+	refused := func(alive ...*systest.Member) {
 		t.Helper()
-		p, err := launch(t, ms[0].dir, nil, args...)
-		log := waitExit(t, p, err)
+		p, err := systest.Launch(t, ms[0].Dir, nil, args...)
+		log := systest.WaitExit(t, p, err)
 		want := []string{"answer as members of cluster " + before["cluster_id"], "without --recover", "stop them for good first"}
 		for _, m := range alive {
-			want = append(want, "at 127.0.0.1:"+m.raft)
+			want = append(want, "at 127.0.0.1:"+m.Raft)
 		}
 		for _, w := range want {
 			if !strings.Contains(log, w) {
@@ -513,23 +462,23 @@ func TestRecoverRefusedWhileMembersAnswer(t *testing.T) {
 			t.Fatalf("it recovered:\n%s", log)
 		}
 	}
-	ms[0].p.stop()
+	ms[0].P.Shutdown()
 	refused(ms[1], ms[2])
-	ms[0].start(t)
+	ms[0].Start(t)
 	for _, m := range ms {
-		waitMembers(t, m.p, before["cluster_id"], 3)
+		waitMembers(t, m.P, before["cluster_id"], 3)
 	}
-	collectIDs(t, time.Second, ms[0].p.client(), ms[1].p.client(), ms[2].p.client())
+	systest.CollectIDs(t, time.Second, ms[0].P.Client(), ms[1].P.Client(), ms[2].P.Client())
 
-	ms[2].p.Kill()
-	ms[0].p.stop()
+	ms[2].P.Kill()
+	ms[0].P.Shutdown()
 	refused(ms[1])
-	ms[1].p.Kill()
-	p, err := launch(t, ms[0].dir, nil, args...)
+	ms[1].P.Kill()
+	p, err := systest.Launch(t, ms[0].Dir, nil, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info := clusterInfo(t, p.client()); info["members"] != "1" || info["cluster_id"] == before["cluster_id"] {
+	if info := systest.ClusterInfo(t, p.Client()); info["members"] != "1" || info["cluster_id"] == before["cluster_id"] {
 		t.Fatalf("--recover with the others killed: %v", info)
 	}
 }
@@ -542,85 +491,85 @@ func TestRecoverRefusedWhileMembersAnswer(t *testing.T) {
 // not skip; a single node recovers once, then ignores it.
 func TestRecoverRunsOnce(t *testing.T) {
 	ctx := context.Background()
-	ms := startMembers(t, 3)
-	c := ms[0].p.client()
+	ms := systest.StartMembers(t, 3)
+	c := ms[0].P.Client()
 	if err := c.Do(ctx, "INCR", "orders").Err(); err != nil {
 		t.Fatal(err)
 	}
-	ms[1].p.Kill()
-	ms[2].p.Kill()
-	ms[0].p.stop()
-	args := []string{"--port", ms[0].port, "--raft-addr", "127.0.0.1:" + ms[0].raft}
-	p, err := launch(t, ms[0].dir, nil, append(args, "--recover")...)
+	ms[1].P.Kill()
+	ms[2].P.Kill()
+	ms[0].P.Shutdown()
+	args := []string{"--port", ms[0].Port, "--raft-addr", "127.0.0.1:" + ms[0].Raft}
+	p, err := systest.Launch(t, ms[0].Dir, nil, append(args, "--recover")...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	recovered, err := p.client().Do(ctx, "INCR", "orders").Int64()
+	recovered, err := p.Client().Do(ctx, "INCR", "orders").Int64()
 	if err != nil || recovered < 1_000_000_000_000 {
 		t.Fatalf("INCR after --recover: %d %v", recovered, err)
 	}
-	id := clusterInfo(t, p.client())["cluster_id"]
+	id := systest.ClusterInfo(t, p.Client())["cluster_id"]
 	// Alone after the recovery: the flag is ignored, loudly.
-	p.stop()
-	p, err = launch(t, ms[0].dir, nil, append(args, "--recover")...)
+	p.Shutdown()
+	p, err = systest.Launch(t, ms[0].Dir, nil, append(args, "--recover")...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(p.Log(), "--recover IGNORED") || !strings.Contains(p.Log(), "recovered_from=") {
 		t.Fatalf("no loud message for a second --recover alone:\n%s", p.Log())
 	}
-	if v, err := p.client().Do(ctx, "INCR", "orders").Int64(); err != nil || v > recovered+1_000_000 || clusterInfo(t, p.client())["cluster_id"] != id {
+	if v, err := p.Client().Do(ctx, "INCR", "orders").Int64(); err != nil || v > recovered+1_000_000 || systest.ClusterInfo(t, p.Client())["cluster_id"] != id {
 		t.Fatalf("a second --recover alone: INCR %d %v (after the recovery %d), cluster %v (was %s)", v, err, recovered,
-			clusterInfo(t, p.client())["cluster_id"], id)
+			systest.ClusterInfo(t, p.Client())["cluster_id"], id)
 	} else {
 		recovered = v
 	}
-	joiner := &member{dir: t.TempDir(), port: strconv.Itoa(testproc.FreePort(t)), raft: strconv.Itoa(testproc.FreePort(t)), join: p.Addr}
-	joiner.start(t)
+	joiner := &systest.Member{Dir: t.TempDir(), Port: strconv.Itoa(testproc.FreePort(t)), Raft: strconv.Itoa(testproc.FreePort(t)), Join: p.Addr}
+	joiner.Start(t)
 	waitMembers(t, p, id, 2)
-	p.stop()
+	p.Shutdown()
 
-	p, err = launch(t, ms[0].dir, nil, append(args, "--recover")...)
-	log := waitExit(t, p, err)
-	if !strings.Contains(log, "127.0.0.1:"+joiner.raft) || !strings.Contains(log, "without --recover") {
+	p, err = systest.Launch(t, ms[0].Dir, nil, append(args, "--recover")...)
+	log := systest.WaitExit(t, p, err)
+	if !strings.Contains(log, "127.0.0.1:"+joiner.Raft) || !strings.Contains(log, "without --recover") {
 		t.Fatalf("the second --recover does not name the member that joined:\n%s", log)
 	}
-	p, err = launch(t, ms[0].dir, nil, args...)
+	p, err = systest.Launch(t, ms[0].Dir, nil, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []*proc{p, joiner.p} {
+	for _, q := range []*systest.Proc{p, joiner.P} {
 		waitMembers(t, q, id, 2)
 	}
-	v, err := p.client().Do(ctx, "INCR", "orders").Int64()
+	v, err := p.Client().Do(ctx, "INCR", "orders").Int64()
 	if err != nil || v <= recovered || v > recovered+1_000_000 {
 		t.Fatalf("INCR after the refused second --recover: %d %v (after the recovery: %d): skipped again", v, err, recovered)
 	}
-	collectIDs(t, time.Second, p.client(), joiner.p.client())
+	systest.CollectIDs(t, time.Second, p.Client(), joiner.P.Client())
 
 	// A single node: its first --recover recovers (the skip is what makes
 	// a directory restored from a backup safe), the second one is ignored.
 	dir := t.TempDir()
-	one := startProc(t, dir)
-	first, err := one.client().Do(ctx, "INCR", "orders").Int64()
+	one := systest.StartProc(t, dir)
+	first, err := one.Client().Do(ctx, "INCR", "orders").Int64()
 	if err != nil {
 		t.Fatal(err)
 	}
-	one.stop()
-	one = startProc(t, dir, "--recover")
-	v, err = one.client().Do(ctx, "INCR", "orders").Int64()
+	one.Shutdown()
+	one = systest.StartProc(t, dir, "--recover")
+	v, err = one.Client().Do(ctx, "INCR", "orders").Int64()
 	if err != nil || v < first+1_000_000_000_000 {
 		t.Fatalf("a single node's first --recover: INCR %d %v (before %d)", v, err, first)
 	}
-	oneID := clusterInfo(t, one.client())["cluster_id"]
-	one.stop()
-	one = startProc(t, dir, "--recover")
+	oneID := systest.ClusterInfo(t, one.Client())["cluster_id"]
+	one.Shutdown()
+	one = systest.StartProc(t, dir, "--recover")
 	if !strings.Contains(one.Log(), "--recover IGNORED") {
 		t.Fatalf("no loud message for a second --recover:\n%s", one.Log())
 	}
-	if w, err := one.client().Do(ctx, "INCR", "orders").Int64(); err != nil || w > v+1_000_000 || clusterInfo(t, one.client())["cluster_id"] != oneID {
+	if w, err := one.Client().Do(ctx, "INCR", "orders").Int64(); err != nil || w > v+1_000_000 || systest.ClusterInfo(t, one.Client())["cluster_id"] != oneID {
 		t.Fatalf("a single node's second --recover: INCR %d %v (after the first %d), cluster %v (was %s)", w, err, v,
-			clusterInfo(t, one.client())["cluster_id"], oneID)
+			systest.ClusterInfo(t, one.Client())["cluster_id"], oneID)
 	}
 }
 
@@ -630,12 +579,12 @@ func TestRecoverRunsOnce(t *testing.T) {
 // its own on its emptied directory: it joins again through the members it
 // knew, and no ID repeats.
 func TestRemovedNodeWithoutJoinJoinsAgainThroughItsPeers(t *testing.T) {
-	members := startMembers(t, 3)
+	members := systest.StartMembers(t, 3)
 	clients := make([]*redis.Client, 3)
 	for i, m := range members {
-		clients[i] = m.p.client()
+		clients[i] = m.P.Client()
 	}
-	first := clusterInfo(t, clients[0])
+	first := systest.ClusterInfo(t, clients[0])
 	ctx := context.Background()
 	// What it issued before: the node that joins again must repeat none.
 	before := map[int64]bool{}
@@ -651,7 +600,7 @@ func TestRemovedNodeWithoutJoinJoinsAgainThroughItsPeers(t *testing.T) {
 		}
 	}
 	nextIDs(clients[0], 500*time.Millisecond, func(id int64) { before[id] = true })
-	members[0].p.Kill()
+	members[0].P.Kill()
 	var err error
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 		if err = clients[1].Do(ctx, "CLUSTER", "FORGET", first["node_id"]).Err(); err == nil {
@@ -661,15 +610,15 @@ func TestRemovedNodeWithoutJoinJoinsAgainThroughItsPeers(t *testing.T) {
 	if err != nil {
 		t.Fatalf("CLUSTER FORGET %s: %v", first["node_id"], err)
 	}
-	members[0].start(t) // no --join, as at its first start
-	again := clusterInfo(t, clients[0])
+	members[0].Start(t) // no --join, as at its first start
+	again := systest.ClusterInfo(t, clients[0])
 	switch {
 	case again["node_id"] != first["node_id"]:
 		t.Fatalf("it came back as node %s, not %s", again["node_id"], first["node_id"])
 	case again["cluster_id"] != first["cluster_id"]:
 		t.Fatalf("it came back in cluster %s, not %s: a cluster of its own", again["cluster_id"], first["cluster_id"])
-	case !strings.Contains(members[0].p.Log(), "joining again as a new member"):
-		t.Fatalf("it did not say it joins again:\n%s", members[0].p.Log())
+	case !strings.Contains(members[0].P.Log(), "joining again as a new member"):
+		t.Fatalf("it did not say it joins again:\n%s", members[0].P.Log())
 	}
 	after := 0
 	nextIDs(clients[0], time.Second, func(id int64) {
@@ -678,7 +627,7 @@ func TestRemovedNodeWithoutJoinJoinsAgainThroughItsPeers(t *testing.T) {
 		}
 		after++
 	})
-	n := collectIDs(t, time.Second, clients...)
+	n := systest.CollectIDs(t, time.Second, clients...)
 	t.Logf("forgotten while down, started again without --join: joined cluster %s again as worker %s (was %s) through its peers; "+
 		"%d IDs before and %d after from it, none twice; %d IDs from the three, no repeat", again["cluster_id"], again["worker_id"],
 		first["worker_id"], len(before), after, n)
@@ -692,14 +641,14 @@ func TestRemovedNodeWithoutJoinJoinsAgainThroughItsPeers(t *testing.T) {
 // worker 0); it must refuse, or, with the members it knew recorded by the
 // move, join its cluster again through them.
 func TestRemovedNodeWhoseRejoinDidNotFinishStartsNoClusterOfItsOwn(t *testing.T) {
-	members := startMembers(t, 3)
+	members := systest.StartMembers(t, 3)
 	ctx := context.Background()
-	first := clusterInfo(t, members[0].p.client())
-	if v, err := members[0].p.client().Do(ctx, "INCR", "orders").Int64(); err != nil || v != 1 {
+	first := systest.ClusterInfo(t, members[0].P.Client())
+	if v, err := members[0].P.Client().Do(ctx, "INCR", "orders").Int64(); err != nil || v != 1 {
 		t.Fatalf("INCR orders: %d %v", v, err)
 	}
-	members[0].p.Kill()
-	c1 := members[1].p.client()
+	members[0].P.Kill()
+	c1 := members[1].P.Client()
 	var err error
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 		if err = c1.Do(ctx, "CLUSTER", "FORGET", first["node_id"]).Err(); err == nil {
@@ -710,26 +659,26 @@ func TestRemovedNodeWhoseRejoinDidNotFinishStartsNoClusterOfItsOwn(t *testing.T)
 		t.Fatalf("CLUSTER FORGET %s: %v", first["node_id"], err)
 	}
 	// What a start refused as removed leaves when its rejoin then fails.
-	if _, err := node.MoveAside(node.Config{Dir: members[0].dir}); err != nil {
+	if _, err := node.MoveAside(node.Config{Dir: members[0].Dir}); err != nil {
 		t.Fatal(err)
 	}
-	out := refusal(t, members[0].dir, "--port", members[0].port, "--raft-addr", "127.0.0.1:"+members[0].raft)
+	out := refusal(t, members[0].Dir, "--port", members[0].Port, "--raft-addr", "127.0.0.1:"+members[0].Raft)
 	if strings.Contains(out, "bootstrapped a new cluster") {
 		t.Fatalf("it started a cluster of its own:\n%s", out)
 	}
 	mustSay(t, out, "moved aside", "--join")
 	// The move as the start refused as removed makes it records the members
 	// it knew: with that note, a start without --join joins through them.
-	if _, err := node.MoveAside(node.Config{Dir: members[0].dir, NodeID: first["node_id"], Join: "127.0.0.1:" + members[1].port}); err != nil {
+	if _, err := node.MoveAside(node.Config{Dir: members[0].Dir, NodeID: first["node_id"], Join: "127.0.0.1:" + members[1].Port}); err != nil {
 		t.Fatal(err)
 	}
-	members[0].start(t)
-	mustSay(t, members[0].p.Log(), "joining through the members it knew")
-	again := clusterInfo(t, members[0].p.client())
+	members[0].Start(t)
+	mustSay(t, members[0].P.Log(), "joining through the members it knew")
+	again := systest.ClusterInfo(t, members[0].P.Client())
 	if again["cluster_id"] != first["cluster_id"] {
 		t.Fatalf("through the members it knew it came back in cluster %s, not %s", again["cluster_id"], first["cluster_id"])
 	}
-	if v, err := members[0].p.client().Do(ctx, "INCR", "orders").Int64(); err != nil || v <= 1 {
+	if v, err := members[0].P.Client().Do(ctx, "INCR", "orders").Int64(); err != nil || v <= 1 {
 		t.Fatalf("INCR orders after it joined again: %d %v, want above 1", v, err)
 	}
 }

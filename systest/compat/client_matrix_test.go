@@ -1,4 +1,4 @@
-package main
+package compat
 
 // The client matrix: every client an operator's services may use, with and
 // without a password, issuing NEXTID, GENEID, DECODE, NEXTSEG and INCR, a
@@ -17,14 +17,17 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
+
+	"idserver/internal/systest"
+	"idserver/internal/testproc"
 )
 
 // matrixServers starts an open server and one behind --requirepass.
-func matrixServers(t *testing.T) map[string]*proc {
+func matrixServers(t *testing.T) map[string]*systest.Proc {
 	t.Helper()
-	return map[string]*proc{
-		"":   startProc(t, t.TempDir()),
-		"pw": startProc(t, t.TempDir(), "--requirepass", "pw"),
+	return map[string]*systest.Proc{
+		"":   systest.StartProc(t, t.TempDir()),
+		"pw": systest.StartProc(t, t.TempDir(), "--requirepass", "pw"),
 	}
 }
 
@@ -159,8 +162,8 @@ func TestMatrixRueidis(t *testing.T) {
 }
 
 func TestMatrixRedisCLIAndBenchmark(t *testing.T) {
-	cli := needTool(t, "redis-cli")
-	bench := needTool(t, "redis-benchmark")
+	cli := testproc.Need(t, "redis-cli")
+	bench := testproc.Need(t, "redis-benchmark")
 	for pass, p := range matrixServers(t) {
 		auth := []string{}
 		if pass != "" {
@@ -246,7 +249,7 @@ func TestMatrixNodeClientsRead53BitIDsExactly(t *testing.T) {
 	if modules == "" || err != nil {
 		t.Skip("set IDSERVER_NODE_MODULES to a node_modules folder holding ioredis and redis (npm install ioredis redis), with node on PATH; .ci/run does")
 	}
-	p := startProc(t, t.TempDir(), "--id-bits", "53")
+	p := systest.StartProc(t, t.TempDir(), "--id-bits", "53")
 	cmd := exec.Command(node, filepath.Join(repoRoot(t), "clients", "node_matrix.js"), "127.0.0.1", p.Port)
 	cmd.Env = append(os.Environ(), "NODE_PATH="+modules, "IDSERVER_ID_BITS=53", "IDSERVER_GENE_BITS=6")
 	out, err := cmd.CombinedOutput()

@@ -1,12 +1,10 @@
-package main
+package compat
 
 // Tests against the real binary, started as a process on 127.0.0.1.
 
 import (
 	"bytes"
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -19,96 +17,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"idserver/engine"
+	"idserver/internal/systest"
 	"idserver/internal/testproc"
 )
-
-var binary string
-
-func TestMain(m *testing.M) {
-	bin, remove, err := testproc.Build()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = bin
-	code := m.Run()
-	remove()
-	os.Exit(code)
-}
-
-// proc is one idserver process of a test.
-type proc struct {
-	*testproc.Server
-	t testing.TB
-}
-
-// startProc starts idserver on a free port with dir, waits until it answers
-// PING, and stops it (SIGKILL) when the test ends if it still runs.
-func startProc(t *testing.T, dir string, args ...string) *proc {
-	t.Helper()
-	p, err := launch(t, dir, nil, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-// launch is startProc with env added to the environment, returning the
-// process (if it started) with the error when it did not become ready.
-func launch(t testing.TB, dir string, env []string, args ...string) (*proc, error) {
-	t.Helper()
-	return startConfig(t, testproc.Config{Binary: binary, Dir: dir, Args: args, Env: env})
-}
-
-// startConfig starts binary as cfg says, for the length of the test.
-func startConfig(t testing.TB, cfg testproc.Config) (*proc, error) {
-	t.Helper()
-	s, err := testproc.Start(t, cfg)
-	if s == nil {
-		return nil, err
-	}
-	return &proc{s, t}, err
-}
-
-// stop sends SIGTERM and expects a clean exit 0.
-func (p *proc) stop() {
-	p.t.Helper()
-	if err := p.Stop(20 * time.Second); err != nil {
-		p.t.Fatal(err)
-	}
-}
-
-func (p *proc) client() *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1})
-	p.t.Cleanup(func() { c.Close() })
-	return c
-}
-
-// runToExit runs the binary to its end and returns its exit code and output.
-func runToExit(t *testing.T, args ...string) (int, string) {
-	t.Helper()
-	return runToExitEnv(t, nil, args...)
-}
-
-func runToExitEnv(t *testing.T, env []string, args ...string) (int, string) {
-	t.Helper()
-	cmd := exec.Command(binary, args...)
-	cmd.Env = append(os.Environ(), env...)
-	out, err := cmd.CombinedOutput()
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-		return 0, string(out)
-	case errors.As(err, &exit):
-		return exit.ExitCode(), string(out)
-	default:
-		t.Fatal(err)
-		return -1, ""
-	}
-}
 
 // TestKillNineUnderLoadNeverRepeats: a client issues IDs while the server
 // is killed with SIGKILL and restarted, again and again. Every ID any
@@ -121,9 +33,9 @@ func TestKillNineUnderLoadNeverRepeats(t *testing.T) {
 	var last int64
 	total := 0
 	for cycle := range cycles {
-		p := startProc(t, dir)
+		p := systest.StartProc(t, dir)
 		ctx := context.Background()
-		seq, genes := p.client(), p.client()
+		seq, genes := p.Client(), p.Client()
 		var wg sync.WaitGroup
 		var nextIDs, geneIDs []int64
 		wg.Add(2)
@@ -181,8 +93,8 @@ func TestKillNineUnderLoadNeverRepeats(t *testing.T) {
 
 func TestSecondProcessOnSameDirExits(t *testing.T) {
 	dir := t.TempDir()
-	startProc(t, dir)
-	code, out := runToExit(t, "--port", "0", "--dir", dir)
+	systest.StartProc(t, dir)
+	code, out := systest.RunToExit(t, "--port", "0", "--dir", dir)
 	if code != 1 || !strings.Contains(out, "in use by another process") || !strings.Contains(out, dir) {
 		t.Fatalf("second process: exit %d, output:\n%s", code, out)
 	}
@@ -190,32 +102,32 @@ func TestSecondProcessOnSameDirExits(t *testing.T) {
 
 func TestChangedLayoutRefusesToStart(t *testing.T) {
 	dir := t.TempDir()
-	p := startProc(t, dir)
-	p.stop()
-	code, out := runToExit(t, "--port", "0", "--dir", dir, "--gene-bits", "4")
+	p := systest.StartProc(t, dir)
+	p.Shutdown()
+	code, out := systest.RunToExit(t, "--port", "0", "--dir", dir, "--gene-bits", "4")
 	if code != 1 || !strings.Contains(out, "gene-bits=8") || !strings.Contains(out, "gene-bits=4") {
 		t.Fatalf("changed layout: exit %d, output:\n%s", code, out)
 	}
-	startProc(t, dir) // the stored layout still starts
+	systest.StartProc(t, dir) // the stored layout still starts
 }
 
 func TestCleanShutdownAndRestart(t *testing.T) {
 	dir := t.TempDir()
-	p := startProc(t, dir)
-	before, err := p.client().Do(context.Background(), "NEXTID").Int64()
+	p := systest.StartProc(t, dir)
+	before, err := p.Client().Do(context.Background(), "NEXTID").Int64()
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.stop()
+	p.Shutdown()
 	if !strings.Contains(p.Log(), "msg=stopped") {
 		t.Fatalf("no clean stop in the log:\n%s", p.Log())
 	}
 	// Configuration from the environment.
-	p2, err := launch(t, dir, []string{"IDSERVER_GENE_BITS=8", "IDSERVER_MAX_BORROW=2s"})
+	p2, err := systest.Launch(t, dir, []string{"IDSERVER_GENE_BITS=8", "IDSERVER_MAX_BORROW=2s"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	after, err := p2.client().Do(context.Background(), "NEXTID").Int64()
+	after, err := p2.Client().Do(context.Background(), "NEXTID").Int64()
 	if err != nil || after <= before {
 		t.Fatalf("after restart: %d, %v (before %d)", after, err, before)
 	}
@@ -227,7 +139,7 @@ func TestCleanShutdownAndRestart(t *testing.T) {
 }
 
 func TestVersionAndBadFlags(t *testing.T) {
-	if code, out := runToExit(t, "--version"); code != 0 || !strings.HasPrefix(out, "idserver ") {
+	if code, out := systest.RunToExit(t, "--version"); code != 0 || !strings.HasPrefix(out, "idserver ") {
 		t.Fatalf("--version: %d %q", code, out)
 	}
 	for _, args := range [][]string{
@@ -237,19 +149,19 @@ func TestVersionAndBadFlags(t *testing.T) {
 		{"--epoch", "yesterday"},
 		{"--nosuchflag"},
 	} {
-		if code, out := runToExit(t, append(args, "--dir", t.TempDir())...); code != 2 {
+		if code, out := systest.RunToExit(t, append(args, "--dir", t.TempDir())...); code != 2 {
 			t.Errorf("%v: exit %d, want 2; output:\n%s", args, code, out)
 		}
 	}
 	// A bad value in the environment is refused like a bad flag.
-	if code, out := runToExitEnv(t, []string{"IDSERVER_TIME_BITS=40"}, "--dir", t.TempDir()); code != 2 || !strings.Contains(out, "time-bits") {
+	if code, out := systest.RunToExitEnv(t, []string{"IDSERVER_TIME_BITS=40"}, "--dir", t.TempDir()); code != 2 || !strings.Contains(out, "time-bits") {
 		t.Errorf("IDSERVER_TIME_BITS=40: exit %d, output:\n%s", code, out)
 	}
 }
 
 func TestAdversarialFramesLeaveTheProcessServing(t *testing.T) {
-	p := startProc(t, t.TempDir())
-	rdb := p.client()
+	p := systest.StartProc(t, t.TempDir())
+	rdb := p.Client()
 	frames := []string{
 		"*99999999999999\r\n",
 		"*1\r\n$9223372036854775807\r\n",
@@ -297,19 +209,9 @@ func TestAdversarialFramesLeaveTheProcessServing(t *testing.T) {
 	t.Logf("%d adversarial frames sent, %d refused with a protocol error, server still serving", len(frames), refused)
 }
 
-// needTool skips when a Debian tool is missing; .ci/run installs redis-tools.
-func needTool(t *testing.T, name string) string {
-	t.Helper()
-	path, err := exec.LookPath(name)
-	if err != nil {
-		t.Skipf("%s not found: install Debian's redis-tools (apt-get install redis-tools)", name)
-	}
-	return path
-}
-
 func TestRedisCLI(t *testing.T) {
-	cli := needTool(t, "redis-cli")
-	p := startProc(t, t.TempDir())
+	cli := testproc.Need(t, "redis-cli")
+	p := systest.StartProc(t, t.TempDir())
 	out, err := exec.Command(cli, "-p", p.Port, "NEXTID").CombinedOutput()
 	if err != nil || !regexp.MustCompile(`^[1-9][0-9]{10,18}\n$`).Match(out) {
 		t.Fatalf("redis-cli NEXTID: %q %v", out, err)
@@ -323,12 +225,12 @@ func TestRedisCLI(t *testing.T) {
 // TestRedisCLIInteractive drives redis-cli's prompt in a real terminal
 // (tmux), the way a person uses it: hints from COMMAND DOCS, typed commands.
 func TestRedisCLIInteractive(t *testing.T) {
-	cli := needTool(t, "redis-cli")
+	cli := testproc.Need(t, "redis-cli")
 	tmux, err := exec.LookPath("tmux")
 	if err != nil {
 		t.Skip("tmux not found: install Debian's tmux (apt-get install tmux)")
 	}
-	p := startProc(t, t.TempDir())
+	p := systest.StartProc(t, t.TempDir())
 	sock := filepath.Join(t.TempDir(), "tmux.sock")
 	tm := func(args ...string) string {
 		cmd := exec.Command(tmux, append([]string{"-S", sock}, args...)...)
@@ -366,8 +268,8 @@ func TestRedisCLIInteractive(t *testing.T) {
 }
 
 func TestRedisBenchmark(t *testing.T) {
-	bench := needTool(t, "redis-benchmark")
-	p := startProc(t, t.TempDir())
+	bench := testproc.Need(t, "redis-benchmark")
+	p := systest.StartProc(t, t.TempDir())
 	out, err := exec.Command(bench, "-p", p.Port, "-n", "200000", "NEXTID").CombinedOutput()
 	text := string(out)
 	if err != nil || !strings.Contains(text, "requests per second") || !strings.Contains(text, "200000 requests completed") {

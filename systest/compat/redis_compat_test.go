@@ -1,4 +1,4 @@
-package main
+package compat
 
 import (
 	"bufio"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"idserver/internal/systest"
 	"idserver/internal/testproc"
 )
 
@@ -48,7 +49,7 @@ func rawReplies(t *testing.T, addr string, cmds []string) []string {
 // and compares the replies byte for byte.
 func TestIncrRepliesMatchRedisByteForByte(t *testing.T) {
 	redisAddr := testproc.StartRedis(t)
-	p := startProc(t, t.TempDir())
+	p := systest.StartProc(t, t.TempDir())
 	cmds := []string{
 		"INCR orders", "INCR orders", "INCRBY orders 5", "INCRBY orders 700",
 		"INCR", "INCRBY orders", "INCRBY orders x", "INCRBY orders 99999999999999999999", "INCR a b",
@@ -72,7 +73,7 @@ func TestIncrRepliesMatchRedisByteForByte(t *testing.T) {
 // errorstats say of MULTI, EXEC and the queued commands.
 func TestTransactionStatsMatchRedis(t *testing.T) {
 	redisAddr := testproc.StartRedis(t)
-	p := startProc(t, t.TempDir())
+	p := systest.StartProc(t, t.TempDir())
 	ctx := context.Background()
 	stats := func(addr string) map[string]string {
 		c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DisableIdentity: true})

@@ -1,4 +1,4 @@
-package main
+package compat
 
 import (
 	"bufio"
@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"idserver/internal/systest"
 	"idserver/internal/testproc"
 )
 
@@ -254,7 +255,7 @@ var passwordScripts = []diffScript{
 // set on both servers: what is answered before AUTH, and AUTH itself.
 func TestRepliesMatchRedisWithPassword(t *testing.T) {
 	redisAddr := testproc.StartRedis(t, "--requirepass", "pw")
-	p := startProc(t, t.TempDir(), "--requirepass", "pw")
+	p := systest.StartProc(t, t.TempDir(), "--requirepass", "pw")
 	compared, intended := compareScripts(t, redisAddr, p.Addr, passwordScripts)
 	t.Logf("%d replies identical to redis-server's, %d intended differences", compared, intended)
 }
@@ -265,7 +266,7 @@ func TestRepliesMatchRedisWithPassword(t *testing.T) {
 // table in docs/commands.md cannot go stale.
 func TestRepliesMatchRedisByteForByte(t *testing.T) {
 	redisAddr := testproc.StartRedis(t)
-	p := startProc(t, t.TempDir())
+	p := systest.StartProc(t, t.TempDir())
 	compared, intended := compareScripts(t, redisAddr, p.Addr, diffScripts)
 	t.Logf("%d replies identical to redis-server's, %d intended differences", compared, intended)
 }

@@ -1,4 +1,4 @@
-package main
+package compat
 
 // Restart to first ID, per client library: each library's client, created
 // before the restart and left to reconnect as it does in production, against
@@ -17,7 +17,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -27,6 +26,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 
+	"idserver/internal/systest"
 	"idserver/internal/testproc"
 )
 
@@ -245,14 +245,6 @@ func skipPart(t *testing.T, part, why string) {
 	t.Run(part, func(t *testing.T) { t.Skip(why) })
 }
 
-// spread is "median (min-max)" of ds, in milliseconds.
-func spread(ds []time.Duration) string {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	ms := func(d time.Duration) int64 { return d.Milliseconds() }
-	return fmt.Sprintf("%d (%d-%d)", ms(s[len(s)/2]), ms(s[0]), ms(s[len(s)-1]))
-}
-
 func TestRestartFirstIDPerClient(t *testing.T) {
 	restarts := 1
 	if n, err := strconv.Atoi(os.Getenv("IDSERVER_RESTARTS")); err == nil && n > 0 {
@@ -263,15 +255,15 @@ func TestRestartFirstIDPerClient(t *testing.T) {
 
 	oneNode := func() *restartable {
 		port := strconv.Itoa(testproc.FreePort(t))
-		return &restartable{t: t, path: binary, addr: "127.0.0.1:" + port, args: []string{"--port", port, "--dir", t.TempDir()}}
+		return &restartable{t: t, path: systest.Binary(t), addr: "127.0.0.1:" + port, args: []string{"--port", port, "--dir", t.TempDir()}}
 	}
 	member := func() *restartable {
-		ms := startMembers(t, 3)
+		ms := systest.StartMembers(t, 3)
 		m := ms[2]
-		m.p.Cmd.Process.Signal(syscall.SIGKILL)
-		m.p.Err()
-		return &restartable{t: t, path: binary, addr: "127.0.0.1:" + m.port,
-			args: []string{"--port", m.port, "--dir", m.dir, "--raft-addr", "127.0.0.1:" + m.raft, "--join", m.join}}
+		m.P.Cmd.Process.Signal(syscall.SIGKILL)
+		m.P.Err()
+		return &restartable{t: t, path: systest.Binary(t), addr: "127.0.0.1:" + m.Port,
+			args: []string{"--port", m.Port, "--dir", m.Dir, "--raft-addr", "127.0.0.1:" + m.Raft, "--join", m.Join}}
 	}
 	redisSrv := func() *restartable {
 		port := strconv.Itoa(testproc.FreePort(t))
@@ -313,9 +305,9 @@ func TestRestartFirstIDPerClient(t *testing.T) {
 				incrs = append(incrs, i.Sub(began))
 			}
 			p.close()
-			row := fmt.Sprintf("%-12s %-10s first INCR %s ms", sc.name, lib, spread(incrs))
+			row := fmt.Sprintf("%-12s %-10s first INCR %s ms", sc.name, lib, systest.Spread(incrs))
 			if sc.nextid {
-				row = fmt.Sprintf("%-12s %-10s first NEXTID %s ms, first INCR %s ms", sc.name, lib, spread(nextids), spread(incrs))
+				row = fmt.Sprintf("%-12s %-10s first NEXTID %s ms, first INCR %s ms", sc.name, lib, systest.Spread(nextids), systest.Spread(incrs))
 			}
 			table = append(table, row)
 		}

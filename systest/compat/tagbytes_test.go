@@ -1,11 +1,8 @@
-package main
+package compat
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -15,6 +12,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/redis/go-redis/v9"
 
+	"idserver/internal/systest"
 	"idserver/internal/testproc"
 )
 
@@ -53,8 +51,8 @@ func TestTagsOfAnyBytes(t *testing.T) {
 	tags := randomTags(300, 7)
 	ctx := context.Background()
 
-	p := startProc(t, dir, args...)
-	rdb := p.client()
+	p := systest.StartProc(t, dir, args...)
+	rdb := p.Client()
 	for i, tag := range tags {
 		if v, err := rdb.Incr(ctx, tag).Result(); err != nil || v != 1 {
 			t.Fatalf("INCR %q: %v %v", tag, v, err)
@@ -65,9 +63,9 @@ func TestTagsOfAnyBytes(t *testing.T) {
 			}
 		}
 	}
-	checkTags := func(p *proc, rdb *redis.Client) {
+	checkTags := func(p *systest.Proc, rdb *redis.Client) {
 		t.Helper()
-		body := scrape(t, "http://"+maddr+"/metrics")
+		body := systest.Scrape(t, "http://"+maddr+"/metrics")
 		families, err := new(expfmt.TextParser).TextToMetricFamilies(strings.NewReader(body))
 		if err != nil {
 			t.Fatalf("/metrics does not parse: %v", err)
@@ -122,10 +120,10 @@ func TestTagsOfAnyBytes(t *testing.T) {
 		}
 	}
 	checkTags(p, rdb)
-	p.stop()
+	p.Shutdown()
 
-	p = startProc(t, dir, args...)
-	rdb = p.client()
+	p = systest.StartProc(t, dir, args...)
+	rdb = p.Client()
 	checkTags(p, rdb)
 	for _, tag := range tags[:20] {
 		if v, err := rdb.Incr(ctx, tag).Result(); err != nil || v <= 1 {
@@ -140,7 +138,7 @@ func TestTagsOfAnyBytes(t *testing.T) {
 // open for the probes.
 func TestMetricsAskForThePassword(t *testing.T) {
 	maddr := "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t))
-	startProc(t, t.TempDir(), "--metrics-addr", maddr, "--requirepass", "s3cret")
+	systest.StartProc(t, t.TempDir(), "--metrics-addr", maddr, "--requirepass", "s3cret")
 	get := func(user, pass string) int {
 		req, _ := http.NewRequest("GET", "http://"+maddr+"/metrics", nil)
 		if pass != "" {
@@ -161,28 +159,7 @@ func TestMetricsAskForThePassword(t *testing.T) {
 			t.Errorf("/metrics as %q/%q: %d, want %d", c.user, c.pass, got, c.want)
 		}
 	}
-	if body := scrape(t, "http://"+maddr+"/healthz"); body != "ok\n" {
+	if body := systest.Scrape(t, "http://"+maddr+"/healthz"); body != "ok\n" {
 		t.Errorf("/healthz: %q", body)
-	}
-}
-
-// TestJSONLogKeepsBytes: a value that is not UTF-8 is written Go-quoted in
-// a JSON log line, so the line is JSON and the bytes can be read back.
-func TestJSONLogKeepsBytes(t *testing.T) {
-	var buf bytes.Buffer
-	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{ReplaceAttr: quoteNonUTF8}))
-	log.Warn("x", "tag", "a\xffb", "err", errors.New("tag \xfe: refused"), "plain", "é")
-	var line map[string]any
-	if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
-		t.Fatalf("%q: %v", buf.String(), err)
-	}
-	for key, want := range map[string]string{"tag": "a\xffb", "err": "tag \xfe: refused"} {
-		got, err := strconv.Unquote(line[key].(string))
-		if err != nil || got != want {
-			t.Errorf("%s: %q reads back as %q (%v), want %q", key, line[key], got, err, want)
-		}
-	}
-	if line["plain"] != "é" {
-		t.Errorf("a UTF-8 value changed: %q", line["plain"])
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package ops
 
 import (
 	"bufio"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"idserver/internal/systest"
 	"idserver/internal/testproc"
 )
 
@@ -20,7 +21,7 @@ import (
 // in idserver_auth_failures_total and in a WARN line naming the client.
 func TestAuthFailuresCountedLoggedAndExported(t *testing.T) {
 	maddr := "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t))
-	p := startProc(t, t.TempDir(), "--requirepass", "pw", "--metrics-addr", maddr)
+	p := systest.StartProc(t, t.TempDir(), "--requirepass", "pw", "--metrics-addr", maddr)
 	conn, err := net.Dial("tcp", p.Addr)
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +41,7 @@ func TestAuthFailuresCountedLoggedAndExported(t *testing.T) {
 	if err != nil || !strings.Contains(info, "\r\nacl_access_denied_auth:5\r\n") {
 		t.Fatalf("INFO stats after 5 wrong passwords: %v\n%s", err, info)
 	}
-	if v := metricValue(t, scrape(t, "http://default:pw@"+maddr+"/metrics"), "idserver_auth_failures_total"); v != 5 {
+	if v := systest.MetricValue(t, systest.Scrape(t, "http://default:pw@"+maddr+"/metrics"), "idserver_auth_failures_total"); v != 5 {
 		t.Fatalf("idserver_auth_failures_total %v, want 5", v)
 	}
 	client := regexp.QuoteMeta(conn.LocalAddr().String())

@@ -1,4 +1,4 @@
-package main
+package ops
 
 import (
 	"bufio"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"idserver/internal/systest"
 	"idserver/internal/testproc"
 )
 
@@ -35,7 +36,7 @@ func TestCertOutsideItsValidityRefused(t *testing.T) {
 		certFile, keyFile, _ := testproc.SelfSignedWith(t, t.TempDir(), testproc.CertOptions{NotBefore: c.notBefore, NotAfter: c.notAfter})
 		// A node that takes the certificate runs on: it is ended after 30 s.
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		cmd := exec.CommandContext(ctx, binary, "--port", "0", "--dir", t.TempDir(), "--tls-cert", certFile, "--tls-key", keyFile)
+		cmd := exec.CommandContext(ctx, systest.Binary(t), "--port", "0", "--dir", t.TempDir(), "--tls-cert", certFile, "--tls-key", keyFile)
 		b, _ := cmd.CombinedOutput()
 		cancel()
 		code, out := cmd.ProcessState.ExitCode(), string(b) // -1: ended after 30 s
@@ -87,7 +88,7 @@ func TestSIGHUPReloadsTheCertificate(t *testing.T) {
 	}
 	install(first)
 	maddr := "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t))
-	p, err := launchTLS(t, t.TempDir(), pool, "--tls-cert", certFile, "--tls-key", keyFile, "--tls-ca", caFile, "--metrics-addr", maddr)
+	p, err := systest.LaunchTLS(t, t.TempDir(), pool, "--tls-cert", certFile, "--tls-key", keyFile, "--tls-ca", caFile, "--metrics-addr", maddr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +110,7 @@ func TestSIGHUPReloadsTheCertificate(t *testing.T) {
 	}
 	ping()
 	expiry := func() time.Duration {
-		v := metricValue(t, scrape(t, "http://"+maddr+"/metrics"), "idserver_tls_cert_expiry_seconds")
+		v := systest.MetricValue(t, systest.Scrape(t, "http://"+maddr+"/metrics"), "idserver_tls_cert_expiry_seconds")
 		return time.Duration(v * float64(time.Second))
 	}
 	if d := expiry(); d < 23*time.Hour || d > 24*time.Hour {
@@ -175,7 +176,7 @@ func TestSIGHUPReloadsTheCertificate(t *testing.T) {
 // the process logs until it listens leave it running and serving, and
 // SIGTERM then ends it with status 0.
 func TestSIGHUPDuringTheStartDoesNotKill(t *testing.T) {
-	cmd := exec.Command(binary, "--port", "0", "--dir", t.TempDir())
+	cmd := exec.Command(systest.Binary(t), "--port", "0", "--dir", t.TempDir())
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -1,9 +1,11 @@
-package main
+package ops
 
 import (
 	"context"
 	"strings"
 	"testing"
+
+	"idserver/internal/systest"
 )
 
 // TestGeneIDRunsOnARealServer: GENEIDRUNS against the real binary, mixed
@@ -11,8 +13,8 @@ import (
 // the buyer's gene, none repeats, each gene's IDs increase across calls, and
 // bad input is refused with Redis-style errors and issues nothing.
 func TestGeneIDRunsOnARealServer(t *testing.T) {
-	p := startProc(t, t.TempDir())
-	rc := p.client()
+	p := systest.StartProc(t, t.TempDir())
+	rc := p.Client()
 	defer rc.Close()
 	ctx := context.Background()
 	const buyer, gene = "12345", 12345 % 256

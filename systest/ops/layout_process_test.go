@@ -1,4 +1,4 @@
-package main
+package ops
 
 // Process tests of the layout flags (--id-bits, --time-unit), the layout's
 // lifetime in INFO, /metrics and the log, and UUIDV7 across kill -9.
@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"idserver/engine"
+	"idserver/internal/systest"
 	"idserver/internal/testproc"
 )
 
@@ -67,8 +68,8 @@ func TestFiftyThreeBitsInTensOfMilliseconds(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	flags := []string{"--id-bits", "53", "--time-unit", "10ms"}
-	p := startProc(t, dir, flags...)
-	rdb := p.client()
+	p := systest.StartProc(t, dir, flags...)
+	rdb := p.Client()
 	want, _ := engine.AutoLayout(53, 10*time.Millisecond)
 	info := infoFields(t, rdb, "snowflake")
 	if info["layout"] != strings.ReplaceAll(want.String(), " ", ",") || info["id_bits"] != "53" || info["time_unit_ms"] != "10" ||
@@ -118,15 +119,15 @@ func TestFiftyThreeBitsInTensOfMilliseconds(t *testing.T) {
 		}
 	}
 	issue("first start")
-	p.stop()
-	p = startProc(t, dir, flags...)
-	rdb = p.client()
+	p.Shutdown()
+	p = systest.StartProc(t, dir, flags...)
+	rdb = p.Client()
 	issue("after SIGTERM")
 	p.Kill()
-	p = startProc(t, dir, "--id-bits", "53") // 10ms is what 53 bits pick
-	rdb = p.client()
+	p = systest.StartProc(t, dir, "--id-bits", "53") // 10ms is what 53 bits pick
+	rdb = p.Client()
 	issue("after kill -9")
-	p.stop()
+	p.Shutdown()
 	for _, other := range []struct {
 		args []string
 		want []string
@@ -136,7 +137,7 @@ func TestFiftyThreeBitsInTensOfMilliseconds(t *testing.T) {
 		{[]string{"--id-bits", "53", "--time-unit", "10ms", "--time-bits", "37", "--worker-bits", "6", "--seq-bits", "10", "--gene-bits", "6"},
 			[]string{"time-bits=38", "time-bits=37"}},
 	} {
-		code, out := runToExit(t, append([]string{"--port", "0", "--dir", dir}, other.args...)...)
+		code, out := systest.RunToExit(t, append([]string{"--port", "0", "--dir", dir}, other.args...)...)
 		for _, w := range other.want {
 			if code != 1 || !strings.Contains(out, w) {
 				t.Fatalf("restart with %v: exit %d, want 1 naming %q:\n%s", other.args, code, w, out)
@@ -163,12 +164,12 @@ func TestLayoutFlagsRefused(t *testing.T) {
 		{[]string{"--time-unit", "1s", "--max-borrow", "500ms"}, "--max-borrow 500ms is not a whole number of --time-unit 1s"},
 		{[]string{"--time-unit", "1s", "--window", "1s"}, "--window 1s is shorter than two --time-unit 1s"},
 	} {
-		code, out := runToExit(t, append(tc.args, "--dir", t.TempDir())...)
+		code, out := systest.RunToExit(t, append(tc.args, "--dir", t.TempDir())...)
 		if code != 2 || !strings.Contains(out, tc.want) {
 			t.Errorf("%v: exit %d, want 2 with %q; output:\n%s", tc.args, code, tc.want, out)
 		}
 	}
-	if code, out := runToExitEnv(t, []string{"IDSERVER_TIME_UNIT=2s"}, "--dir", t.TempDir()); code != 2 || !strings.Contains(out, "--time-unit") {
+	if code, out := systest.RunToExitEnv(t, []string{"IDSERVER_TIME_UNIT=2s"}, "--dir", t.TempDir()); code != 2 || !strings.Contains(out, "--time-unit") {
 		t.Errorf("IDSERVER_TIME_UNIT=2s: exit %d, output:\n%s", code, out)
 	}
 }
@@ -185,7 +186,7 @@ func TestLayoutLifetimeVisible(t *testing.T) {
 	}
 	widths := []string{"--id-bits", "53", "--time-unit", "1s", "--time-bits", "26", "--worker-bits", "7", "--seq-bits", "20", "--gene-bits", "8"}
 	maddr := "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t))
-	p := startProc(t, t.TempDir(), append(widths, "--epoch", leave(548*24*time.Hour), "--metrics-addr", maddr)...)
+	p := systest.StartProc(t, t.TempDir(), append(widths, "--epoch", leave(548*24*time.Hour), "--metrics-addr", maddr)...)
 	warned := func() bool {
 		log := p.Log()
 		return strings.Contains(log, "level=WARN") && strings.Contains(log, "run out in fewer than two years") &&
@@ -197,7 +198,7 @@ func TestLayoutLifetimeVisible(t *testing.T) {
 	if !warned() {
 		t.Fatalf("no warning of the layout's end in the log:\n%s", p.Log())
 	}
-	info := infoFields(t, p.client(), "snowflake")
+	info := infoFields(t, p.Client(), "snowflake")
 	if years, _ := strconv.ParseFloat(info["time_bits_years_left"], 64); years < 1.45 || years > 1.55 {
 		t.Fatalf("INFO snowflake: %v, want about 1.5 years left", info)
 	}
@@ -205,14 +206,14 @@ func TestLayoutLifetimeVisible(t *testing.T) {
 	if err != nil || end.Sub(time.Now().Add(548*24*time.Hour)).Abs() > time.Minute {
 		t.Fatalf("time_bits_end %q, want 548 days from now", info["time_bits_end"])
 	}
-	left := metricValue(t, scrape(t, "http://"+maddr+"/metrics"), "idserver_layout_time_left_seconds")
+	left := systest.MetricValue(t, systest.Scrape(t, "http://"+maddr+"/metrics"), "idserver_layout_time_left_seconds")
 	if want := time.Until(end).Seconds(); left < want-60 || left > want+60 {
 		t.Fatalf("idserver_layout_time_left_seconds %.0f, want about %.0f", left, want)
 	}
-	if id, err := p.client().Do(context.Background(), "NEXTID").Int64(); err != nil || id <= 0 {
+	if id, err := p.Client().Do(context.Background(), "NEXTID").Int64(); err != nil || id <= 0 {
 		t.Fatalf("NEXTID: %d, %v", id, err)
 	}
-	code, out := runToExit(t, append(widths, "--epoch", leave(180*24*time.Hour), "--dir", t.TempDir(), "--port", "0")...)
+	code, out := systest.RunToExit(t, append(widths, "--epoch", leave(180*24*time.Hour), "--dir", t.TempDir(), "--port", "0")...)
 	if code != 2 || !strings.Contains(out, "fewer than a year left") {
 		t.Fatalf("half a year left: exit %d, output:\n%s", code, out)
 	}
@@ -232,7 +233,7 @@ func TestUUIDv7IncreasesAcrossKillNine(t *testing.T) {
 	lastID, seenID := map[int64]int64{}, map[int64]bool{}
 	total := 0
 	for cycle := range cycles {
-		p := startProc(t, dir, "--enable-debug-command")
+		p := systest.StartProc(t, dir, "--enable-debug-command")
 		var uuids [2][]string // per connection, in reply order
 		var ids []int64
 		var wg sync.WaitGroup
@@ -240,7 +241,7 @@ func TestUUIDv7IncreasesAcrossKillNine(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				c := p.client()
+				c := p.Client()
 				for i := 0; ; i++ {
 					if w == 0 && i%3 == 2 {
 						got, err := c.Do(ctx, "NEXTID", 20).Int64Slice()
@@ -260,7 +261,7 @@ func TestUUIDv7IncreasesAcrossKillNine(t *testing.T) {
 		}
 		time.Sleep(time.Duration(100+50*(cycle%4)) * time.Millisecond)
 		if cycle%3 == 1 {
-			if err := p.client().Do(ctx, "DEBUG", "CLOCK", 3000).Err(); err != nil {
+			if err := p.Client().Do(ctx, "DEBUG", "CLOCK", 3000).Err(); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(100 * time.Millisecond)
@@ -306,14 +307,14 @@ func TestUUIDv7IncreasesAcrossKillNine(t *testing.T) {
 // refused, naming both units.
 func TestClusterInSecondsJoinsAndRenews(t *testing.T) {
 	flags := []string{"--id-bits", "53", "--time-unit", "1s", "--worker-lease", "4s"}
-	a := startProc(t, t.TempDir(), flags...)
-	b := startProc(t, t.TempDir(), append(flags, "--join", a.Addr)...)
-	if wa, wb := clusterInfo(t, a.client())["worker_id"], clusterInfo(t, b.client())["worker_id"]; wa == wb {
+	a := systest.StartProc(t, t.TempDir(), flags...)
+	b := systest.StartProc(t, t.TempDir(), append(flags, "--join", a.Addr)...)
+	if wa, wb := systest.ClusterInfo(t, a.Client())["worker_id"], systest.ClusterInfo(t, b.Client())["worker_id"]; wa == wb {
 		t.Fatalf("both nodes hold worker %s", wa)
 	}
-	n := collectIDs(t, 8*time.Second, a.client(), b.client())
-	p, err := launch(t, t.TempDir(), nil, "--id-bits", "53", "--join", a.Addr)
-	log := waitExit(t, p, err)
+	n := systest.CollectIDs(t, 8*time.Second, a.Client(), b.Client())
+	p, err := systest.Launch(t, t.TempDir(), nil, "--id-bits", "53", "--join", a.Addr)
+	log := systest.WaitExit(t, p, err)
 	if !strings.Contains(log, "time-unit=1s") || !strings.Contains(log, "time-unit=10ms") {
 		t.Fatalf("the refusal does not name both layouts:\n%s", log)
 	}
@@ -329,8 +330,8 @@ func TestNodeIssuesOnTheCounter(t *testing.T) {
 	if engine.TSCTrusted() {
 		want = "tsc"
 	}
-	p := startProc(t, t.TempDir())
-	rdb := p.client()
+	p := systest.StartProc(t, t.TempDir())
+	rdb := p.Client()
 	ctx := context.Background()
 	// The rate is measured over 100 ms of readings.
 	for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); {
@@ -341,5 +342,5 @@ func TestNodeIssuesOnTheCounter(t *testing.T) {
 	if got := infoFields(t, rdb, "snowflake")["clock_counter"]; got != want {
 		t.Fatalf("INFO snowflake clock_counter:%s, want %s", got, want)
 	}
-	p.stop()
+	p.Shutdown()
 }

@@ -1,4 +1,4 @@
-package main
+package ops
 
 import (
 	"context"
@@ -12,59 +12,35 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"idserver/internal/systest"
 	"idserver/internal/testproc"
 )
-
-func scrape(t *testing.T, url string) string {
-	t.Helper()
-	res, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	body, _ := io.ReadAll(res.Body)
-	if res.StatusCode != 200 {
-		t.Fatalf("%s: %d %s", url, res.StatusCode, body)
-	}
-	return string(body)
-}
-
-// metricValue finds one sample, e.g. idserver_commands_total{command="nextid"}.
-func metricValue(t *testing.T, text, sample string) float64 {
-	t.Helper()
-	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(sample) + ` (\S+)$`).FindStringSubmatch(text)
-	if m == nil {
-		return 0
-	}
-	v, _ := strconv.ParseFloat(m[1], 64)
-	return v
-}
 
 // TestMetricsMoveUnderLoadAndInfoParses scrapes /metrics around a load run
 // and reads INFO the way ioredis's ready check does: "# Section" headers
 // and key:value lines.
 func TestMetricsMoveUnderLoadAndInfoParses(t *testing.T) {
 	maddr := "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t))
-	p := startProc(t, t.TempDir(), "--metrics-addr", maddr, "--log-format", "json")
+	p := systest.StartProc(t, t.TempDir(), "--metrics-addr", maddr, "--log-format", "json")
 	if !strings.Contains(p.Log(), `"msg":"listening"`) {
 		t.Fatalf("--log-format json: log is\n%s", p.Log())
 	}
-	if body := scrape(t, "http://"+maddr+"/healthz"); body != "ok\n" {
+	if body := systest.Scrape(t, "http://"+maddr+"/healthz"); body != "ok\n" {
 		t.Fatalf("/healthz: %q", body)
 	}
-	if body := scrape(t, "http://"+maddr+"/healthz?ready"); body != "ok\n" {
+	if body := systest.Scrape(t, "http://"+maddr+"/healthz?ready"); body != "ok\n" {
 		t.Fatalf("/healthz?ready on a settled one-node cluster: %q", body)
 	}
-	before := scrape(t, "http://"+maddr+"/metrics")
+	before := systest.Scrape(t, "http://"+maddr+"/metrics")
 	// Autopilot's figures: one voter, one healthy member (the leader's own
 	// view), 1023 of 1024 worker IDs free.
 	for sample, want := range map[string]float64{"idserver_raft_voters": 1, "idserver_worker_ids_free": 1023,
 		"idserver_slow_disk_total": 0, "idserver_slow_disk_handoffs_total": 0} {
-		if v := metricValue(t, before, sample); v != want {
+		if v := systest.MetricValue(t, before, sample); v != want {
 			t.Errorf("%s = %v, want %v", sample, v, want)
 		}
 	}
-	rdb := p.client()
+	rdb := p.Client()
 	ctx := context.Background()
 	// Scrape while a client is issuing: the counters move under load.
 	done := make(chan struct{})
@@ -80,7 +56,7 @@ func TestMetricsMoveUnderLoadAndInfoParses(t *testing.T) {
 		select {
 		case <-done:
 		default:
-			v := metricValue(t, scrape(t, "http://"+maddr+"/metrics"), `idserver_ids_issued_total{command="nextid"}`)
+			v := systest.MetricValue(t, systest.Scrape(t, "http://"+maddr+"/metrics"), `idserver_ids_issued_total{command="nextid"}`)
 			if v > last {
 				moved++
 			}
@@ -94,7 +70,7 @@ func TestMetricsMoveUnderLoadAndInfoParses(t *testing.T) {
 	}
 	rdb.Do(ctx, "INCR", "a tag: with\r\nodd bytes")
 	rdb.Do(ctx, "NEXTID", "zero")
-	after := scrape(t, "http://"+maddr+"/metrics")
+	after := systest.Scrape(t, "http://"+maddr+"/metrics")
 	for _, c := range []struct {
 		sample string
 		min    float64
@@ -114,14 +90,14 @@ func TestMetricsMoveUnderLoadAndInfoParses(t *testing.T) {
 		{`idserver_window_headroom_ms`, 1},
 		{`idserver_worker_lease_remaining_ms`, 1000},
 	} {
-		if v := metricValue(t, after, c.sample); v < c.min {
+		if v := systest.MetricValue(t, after, c.sample); v < c.min {
 			t.Errorf("%s = %v, want at least %v", c.sample, v, c.min)
 		}
 	}
 	if !regexp.MustCompile(`(?m)^idserver_window_sync_waits_total \d+$`).MatchString(after) {
 		t.Error("no idserver_window_sync_waits_total sample")
 	}
-	if metricValue(t, after, `idserver_ids_issued_total{command="nextid"}`) <= metricValue(t, before, `idserver_ids_issued_total{command="nextid"}`) {
+	if systest.MetricValue(t, after, `idserver_ids_issued_total{command="nextid"}`) <= systest.MetricValue(t, before, `idserver_ids_issued_total{command="nextid"}`) {
 		t.Error("idserver_ids_issued_total did not move")
 	}
 	info, err := rdb.Info(ctx, "everything").Result()
@@ -154,17 +130,17 @@ func TestMetricsMoveUnderLoadAndInfoParses(t *testing.T) {
 // as a new member under its node ID, and the probe passes again.
 func TestLivenessFailsOnARemovedNode(t *testing.T) {
 	p1 := strconv.Itoa(testproc.FreePort(t))
-	startProc(t, t.TempDir(), "--port", p1, "--raft-addr", "127.0.0.1:"+strconv.Itoa(testproc.FreePort(t)), "--worker-lease", "2s")
+	systest.StartProc(t, t.TempDir(), "--port", p1, "--raft-addr", "127.0.0.1:"+strconv.Itoa(testproc.FreePort(t)), "--worker-lease", "2s")
 	maddr := "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t))
 	dir := t.TempDir()
 	args := []string{"--port", strconv.Itoa(testproc.FreePort(t)), "--raft-addr", "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t)),
 		"--join", "127.0.0.1:" + p1, "--worker-lease", "2s", "--metrics-addr", maddr}
-	p2 := startProc(t, dir, args...)
-	if body := scrape(t, "http://"+maddr+"/healthz"); body != "ok\n" {
+	p2 := systest.StartProc(t, dir, args...)
+	if body := systest.Scrape(t, "http://"+maddr+"/healthz"); body != "ok\n" {
 		t.Fatalf("/healthz: %q", body)
 	}
 	ctx := context.Background()
-	id := clusterInfo(t, p2.client())["node_id"]
+	id := systest.ClusterInfo(t, p2.Client())["node_id"]
 	leader := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + p1})
 	defer leader.Close()
 	if err := leader.Do(ctx, "CLUSTER", "FORGET", id).Err(); err != nil {
@@ -181,11 +157,11 @@ func TestLivenessFailsOnARemovedNode(t *testing.T) {
 		t.Fatalf("/healthz on the removed node: %d %q", status, body)
 	}
 	p2.Kill()
-	p2 = startProc(t, dir, args...)
-	if again := clusterInfo(t, p2.client())["node_id"]; again != id {
+	p2 = systest.StartProc(t, dir, args...)
+	if again := systest.ClusterInfo(t, p2.Client())["node_id"]; again != id {
 		t.Fatalf("restarted, it is node %q, not %s", again, id)
 	}
-	if body := scrape(t, "http://"+maddr+"/healthz"); body != "ok\n" {
+	if body := systest.Scrape(t, "http://"+maddr+"/healthz"); body != "ok\n" {
 		t.Fatalf("/healthz after joining again: %q", body)
 	}
 	if !strings.Contains(p2.Log(), "joining again as a new member") {

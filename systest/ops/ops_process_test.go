@@ -1,4 +1,4 @@
-package main
+package ops
 
 import (
 	"bufio"
@@ -19,6 +19,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"idserver/internal/systest"
 	"idserver/internal/testproc"
 )
 
@@ -28,7 +29,7 @@ import (
 func startUnready(t *testing.T, args ...string) (string, *testproc.Buffer) {
 	t.Helper()
 	port := strconv.Itoa(testproc.FreePort(t))
-	cmd := exec.Command(binary, append([]string{"--port", port, "--dir", t.TempDir()}, args...)...)
+	cmd := exec.Command(systest.Binary(t), append([]string{"--port", port, "--dir", t.TempDir()}, args...)...)
 	stderr := &testproc.Buffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
@@ -72,8 +73,8 @@ func TestPingAnswersLoadingUntilReady(t *testing.T) {
 	}
 
 	// testproc waits for PING to succeed: then NEXTID and INCR answer.
-	p := startProc(t, t.TempDir())
-	c := p.client()
+	p := systest.StartProc(t, t.TempDir())
+	c := p.Client()
 	if err := c.Do(ctx, "NEXTID").Err(); err != nil {
 		t.Fatalf("NEXTID right after PONG: %v", err)
 	}
@@ -93,7 +94,7 @@ func firstID(t *testing.T, dir string, args ...string) (time.Duration, *exec.Cmd
 		port = args[i+1]
 	}
 	addr := "127.0.0.1:" + port
-	cmd := exec.Command(binary, append([]string{"--port", port, "--dir", dir}, args...)...)
+	cmd := exec.Command(systest.Binary(t), append([]string{"--port", port, "--dir", dir}, args...)...)
 	stderr := &testproc.Buffer{}
 	cmd.Stderr = stderr
 	began := time.Now()
@@ -155,12 +156,12 @@ func TestOneNodeRestartServesAtOnce(t *testing.T) {
 // renewal (carrying its incarnation, node/restart.go) as before: nothing is
 // issued from the disk alone, so a rolled-back directory is still caught.
 func TestMemberRestartFirstID(t *testing.T) {
-	ms := startMembers(t, 3)
+	ms := systest.StartMembers(t, 3)
 	m := ms[2]
-	m.p.Cmd.Process.Signal(syscall.SIGTERM)
-	m.p.Err()
-	args := []string{"--port", m.port, "--raft-addr", "127.0.0.1:" + m.raft, "--join", m.join}
-	d, _, addr := firstID(t, m.dir, args...)
+	m.P.Cmd.Process.Signal(syscall.SIGTERM)
+	m.P.Err()
+	args := []string{"--port", m.Port, "--raft-addr", "127.0.0.1:" + m.Raft, "--join", m.Join}
+	d, _, addr := firstID(t, m.Dir, args...)
 	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	defer rdb.Close()
 	start := time.Now()
@@ -210,11 +211,11 @@ func TestJSONLogsParseThroughAFailedJoinAndAHealthyStart(t *testing.T) {
 	nowhere := "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t))
 	_, unreachable := startUnready(t, append(json, "--join", nowhere, "--log-level", "debug")...)
 
-	first := startProc(t, t.TempDir(), json...)
-	joiner := startProc(t, t.TempDir(), append(json, "--join", first.Addr)...)
+	first := systest.StartProc(t, t.TempDir(), json...)
+	joiner := systest.StartProc(t, t.TempDir(), append(json, "--join", first.Addr)...)
 	// A join refused (another layout) ends the process.
-	refused, err := launch(t, t.TempDir(), nil, append(json, "--join", first.Addr, "--epoch", "2024-01-01T00:00:00Z")...)
-	refusedLog := waitExit(t, refused, err)
+	refused, err := systest.Launch(t, t.TempDir(), nil, append(json, "--join", first.Addr, "--epoch", "2024-01-01T00:00:00Z")...)
+	refusedLog := systest.WaitExit(t, refused, err)
 
 	promoted := func() int { return strings.Count(first.Log(), `"msg":"member promoted to voter"`) }
 	time.Sleep(3 * time.Second) // the joiner's promotion, and any second one
@@ -255,8 +256,8 @@ func TestRedisExporterScrape(t *testing.T) {
 	if err != nil {
 		t.Skip("prometheus-redis-exporter not found: install Debian's prometheus-redis-exporter (apt-get install prometheus-redis-exporter)")
 	}
-	p := startProc(t, t.TempDir())
-	rdb := p.client()
+	p := systest.StartProc(t, t.TempDir())
+	rdb := p.Client()
 	ctx := context.Background()
 	// Load until the process has spent measurable CPU in both modes (a
 	// fresh process may show 0 ms of user time: CI saw it after 200 NEXTIDs).
@@ -301,7 +302,7 @@ func TestRedisExporterScrape(t *testing.T) {
 			names[strings.FieldsFunc(line, func(r rune) bool { return r == '{' || r == ' ' })[0]] = true
 		}
 	}
-	if metricValue(t, body, "redis_up") != 1 {
+	if systest.MetricValue(t, body, "redis_up") != 1 {
 		t.Fatalf("redis_up is not 1:\n%s", body)
 	}
 	for _, name := range []string{
@@ -318,8 +319,8 @@ func TestRedisExporterScrape(t *testing.T) {
 	}
 	for _, name := range []string{"redis_cpu_sys_seconds_total", "redis_cpu_user_seconds_total", "redis_net_input_bytes_total",
 		"redis_memory_used_rss_bytes", "redis_keyspace_misses_total"} {
-		if metricValue(t, body, name) <= 0 {
-			t.Errorf("%s not measured: %v", name, metricValue(t, body, name))
+		if systest.MetricValue(t, body, name) <= 0 {
+			t.Errorf("%s not measured: %v", name, systest.MetricValue(t, body, name))
 		}
 	}
 	t.Logf("redis_exporter exports %d metric names from idserver: %v", len(names), slices.Sorted(maps.Keys(names)))

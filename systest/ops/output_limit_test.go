@@ -1,4 +1,4 @@
-package main
+package ops
 
 import (
 	"bufio"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"idserver/internal/systest"
 	"idserver/internal/testproc"
 )
 
@@ -70,7 +71,7 @@ func multibulkFrame(b []byte, args ...string) []byte {
 // on one shows the attack: VmRSS past the bound within a second for MULTI,
 // the pipelining client never closed).
 func TestClientsThatDoNotReadAreClosedInBoundedMemory(t *testing.T) {
-	p, err := launch(t, t.TempDir(), []string{"IDSERVER_CLIENT_OUTPUT_TIMEOUT=2s"})
+	p, err := systest.Launch(t, t.TempDir(), []string{"IDSERVER_CLIENT_OUTPUT_TIMEOUT=2s"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +84,7 @@ func TestClientsThatDoNotReadAreClosedInBoundedMemory(t *testing.T) {
 // writes time out as plain TCP's do.
 func TestTLSClientThatDoesNotReadIsClosed(t *testing.T) {
 	certFile, keyFile, pool := testproc.SelfSigned(t, t.TempDir())
-	p, err := launchTLS(t, t.TempDir(), pool, "--tls-cert", certFile, "--tls-key", keyFile, "--client-output-timeout", "2s")
+	p, err := systest.LaunchTLS(t, t.TempDir(), pool, "--tls-cert", certFile, "--tls-key", keyFile, "--client-output-timeout", "2s")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +96,7 @@ func TestTLSClientThatDoesNotReadIsClosed(t *testing.T) {
 
 // attackNonReaders runs the pipelined attack, and with multi the MULTI one
 // first, on connections from dial, while rdb, another client, is served.
-func attackNonReaders(t *testing.T, p *proc, rdb *redis.Client, dial func() (net.Conn, error), multi bool) {
+func attackNonReaders(t *testing.T, p *systest.Proc, rdb *redis.Client, dial func() (net.Conn, error), multi bool) {
 	pid := p.Cmd.Process.Pid
 	ctx := context.Background()
 	const commands, count = 100_000, "10000"

@@ -1,4 +1,4 @@
-package main
+package ops
 
 import (
 	"context"
@@ -7,25 +7,12 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"idserver/engine"
+	"idserver/internal/systest"
 )
-
-// untilServed retries cmd while the node answers TRYAGAIN or LOADING (it
-// is starting, or its cluster has not stored the public-ID key yet).
-func untilServed(t *testing.T, rdb *redis.Client, args ...any) *redis.Cmd {
-	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		c := rdb.Do(context.Background(), args...)
-		err := c.Err()
-		if err == nil || time.Now().After(deadline) || !(strings.HasPrefix(err.Error(), "TRYAGAIN") || strings.HasPrefix(err.Error(), "LOADING")) {
-			return c
-		}
-	}
-}
 
 // decoded is DECODE's reply (a RESP3 map, or a RESP2 array) as a map.
 func decoded(t *testing.T, rdb *redis.Client, args ...any) map[string]any {
@@ -61,7 +48,7 @@ var fingerprintInLog = regexp.MustCompile(`public_key_fingerprint=([0-9a-f]{16})
 // fourth node with another --public-key is refused at its join, with both
 // fingerprints named and never the key.
 func TestPublicIDsAcrossThreeProcesses(t *testing.T) {
-	members := startMembers(t, 3)
+	members := systest.StartMembers(t, 3)
 	ctx := context.Background()
 	clients := make([]*redis.Client, 3)
 	workers := make([]int64, 3)
@@ -73,9 +60,9 @@ func TestPublicIDsAcrossThreeProcesses(t *testing.T) {
 	var forms []issued
 	seen := map[int64]bool{}
 	for i, m := range members {
-		clients[i] = redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + m.port, MaxRetries: -1})
+		clients[i] = redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + m.Port, MaxRetries: -1})
 		defer clients[i].Close()
-		one, err := untilServed(t, clients[i], "PUBLICID").Int64()
+		one, err := systest.UntilServed(t, clients[i], "PUBLICID").Int64()
 		if err != nil {
 			t.Fatalf("node %d PUBLICID: %v", i, err)
 		}
@@ -130,20 +117,20 @@ func TestPublicIDsAcrossThreeProcesses(t *testing.T) {
 	}
 	check("before the restart")
 
-	members[0].p.Kill()
-	members[0].start(t)
+	members[0].P.Kill()
+	members[0].Start(t)
 	clients[0].Close()
-	clients[0] = redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + members[0].port, MaxRetries: -1})
-	if err := untilServed(t, clients[0], "PUBLICID").Err(); err != nil {
+	clients[0] = redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + members[0].Port, MaxRetries: -1})
+	if err := systest.UntilServed(t, clients[0], "PUBLICID").Err(); err != nil {
 		t.Fatalf("after the restart: %v", err)
 	}
 	check("after a SIGKILL and restart of the node that made the key")
 
 	var fingerprints []string
 	for _, m := range members {
-		fp := fingerprintInLog.FindStringSubmatch(m.p.Log())
+		fp := fingerprintInLog.FindStringSubmatch(m.P.Log())
 		if fp == nil {
-			t.Fatalf("no public_key_fingerprint in the log of %s", m.port)
+			t.Fatalf("no public_key_fingerprint in the log of %s", m.Port)
 		}
 		fingerprints = append(fingerprints, fp[1])
 	}
@@ -152,13 +139,13 @@ func TestPublicIDsAcrossThreeProcesses(t *testing.T) {
 	}
 	other := make([]byte, engine.PublicKeyLen)
 	rand.Read(other)
-	code, out := runToExit(t, "--port", "0", "--raft-addr", "127.0.0.1:0", "--dir", t.TempDir(),
-		"--join", "127.0.0.1:"+members[1].port, "--public-key", hex.EncodeToString(other))
+	code, out := systest.RunToExit(t, "--port", "0", "--raft-addr", "127.0.0.1:0", "--dir", t.TempDir(),
+		"--join", "127.0.0.1:"+members[1].Port, "--public-key", hex.EncodeToString(other))
 	if code != 1 || !strings.Contains(out, engine.PublicKeyFingerprint(other)) || !strings.Contains(out, fingerprints[0]) ||
 		strings.Contains(out, hex.EncodeToString(other)) {
 		t.Fatalf("a joiner with another --public-key: exit %d, output:\n%s", code, out)
 	}
-	if info := clusterInfo(t, clients[1]); info["members"] != "3" {
+	if info := systest.ClusterInfo(t, clients[1]); info["members"] != "3" {
 		t.Fatalf("after the refused join: %v", info)
 	}
 	t.Logf("3 processes: %d public forms, each reversed alike by every node, before and after a restart; key fingerprint %s; a joiner with key %s refused",
@@ -174,10 +161,10 @@ func TestPublicIDsAcrossThreeProcesses(t *testing.T) {
 func TestPublicKeyFlag(t *testing.T) {
 	for _, bad := range []string{"abc", strings.Repeat("0", 63), strings.Repeat("0", 66), strings.Repeat("x", 64)} {
 		dir := t.TempDir() + "/data"
-		if code, out := runToExit(t, "--port", "0", "--dir", dir, "--public-key", bad); code != 2 || !strings.Contains(out, "--public-key") {
+		if code, out := systest.RunToExit(t, "--port", "0", "--dir", dir, "--public-key", bad); code != 2 || !strings.Contains(out, "--public-key") {
 			t.Errorf("--public-key %q: exit %d, output:\n%s", bad, code, out)
 		}
-		if code, out := runToExitEnv(t, []string{"IDSERVER_PUBLIC_KEY=" + bad}, "--port", "0", "--dir", dir); code != 2 || !strings.Contains(out, "public-key") {
+		if code, out := systest.RunToExitEnv(t, []string{"IDSERVER_PUBLIC_KEY=" + bad}, "--port", "0", "--dir", dir); code != 2 || !strings.Contains(out, "public-key") {
 			t.Errorf("IDSERVER_PUBLIC_KEY=%q: exit %d, output:\n%s", bad, code, out)
 		}
 	}
@@ -189,12 +176,12 @@ func TestPublicKeyFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	p, err := launch(t, dir, []string{"IDSERVER_PUBLIC_KEY=" + hex.EncodeToString(key)})
+	p, err := systest.Launch(t, dir, []string{"IDSERVER_PUBLIC_KEY=" + hex.EncodeToString(key)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rdb := p.client()
-	pubs, err := untilServed(t, rdb, "PUBLICID", 100).Int64Slice()
+	rdb := p.Client()
+	pubs, err := systest.UntilServed(t, rdb, "PUBLICID", 100).Int64Slice()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,37 +208,37 @@ func TestPublicKeyFlag(t *testing.T) {
 			t.Errorf("%v: %v, want %q", c.args, err, c.err)
 		}
 	}
-	p.stop()
+	p.Shutdown()
 
-	p = startProc(t, dir) // no flag: the stored key
-	if got := decoded(t, p.client(), pubs[0], "PUBLICID"); got["id"] == nil {
+	p = systest.StartProc(t, dir) // no flag: the stored key
+	if got := decoded(t, p.Client(), pubs[0], "PUBLICID"); got["id"] == nil {
 		t.Fatalf("after a restart without --public-key: %v", got)
 	} else if x := []int64{got["id"].(int64)}; want.Hide(x) != nil || x[0] != pubs[0] {
 		t.Fatalf("after a restart without --public-key, %d reverses to %v", pubs[0], got)
 	}
-	p.stop()
+	p.Shutdown()
 
 	other := make([]byte, engine.PublicKeyLen)
 	rand.Read(other)
-	code, out := runToExit(t, "--port", "0", "--dir", dir, "--public-key", hex.EncodeToString(other))
+	code, out := systest.RunToExit(t, "--port", "0", "--dir", dir, "--public-key", hex.EncodeToString(other))
 	if code != 1 || !strings.Contains(out, engine.PublicKeyFingerprint(other)) || !strings.Contains(out, engine.PublicKeyFingerprint(key)) ||
 		strings.Contains(out, hex.EncodeToString(key)) || strings.Contains(out, hex.EncodeToString(other)) {
 		t.Fatalf("a restart with another --public-key: exit %d, output:\n%s", code, out)
 	}
-	startProc(t, dir, "--public-key", strings.ToUpper(hex.EncodeToString(key))) // its own key, in capitals, starts
+	systest.StartProc(t, dir, "--public-key", strings.ToUpper(hex.EncodeToString(key))) // its own key, in capitals, starts
 }
 
 // TestPublicIDsIn53Bits: with --id-bits 53 public forms are 53-bit too
 // (exact in a JavaScript number), reverse to IDs of this node, and the
 // gene forms keep the layout's gene bits.
 func TestPublicIDsIn53Bits(t *testing.T) {
-	p := startProc(t, t.TempDir(), "--id-bits", "53")
-	rdb := p.client()
+	p := systest.StartProc(t, t.TempDir(), "--id-bits", "53")
+	rdb := p.Client()
 	l, err := engine.AutoLayout(53, engine.AutoUnit(53))
 	if err != nil {
 		t.Fatal(err)
 	}
-	pubs, err := untilServed(t, rdb, "PUBLICID", 1000).Int64Slice()
+	pubs, err := systest.UntilServed(t, rdb, "PUBLICID", 1000).Int64Slice()
 	if err != nil {
 		t.Fatal(err)
 	}

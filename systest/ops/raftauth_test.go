@@ -1,4 +1,4 @@
-package main
+package ops
 
 // Issue 15, attack 1: a process without the cluster secret (the test, as
 // an attacker on the network) sends Raft RPCs and node-to-node requests to
@@ -31,6 +31,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/redis/go-redis/v9"
 
+	"idserver/internal/systest"
 	"idserver/internal/testproc"
 )
 
@@ -100,7 +101,7 @@ func (s *forgedStream) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0
 // target is one node under attack.
 type target struct {
 	id, raft string
-	p        *proc
+	p        *systest.Proc
 	rdb      *redis.Client
 }
 
@@ -118,9 +119,9 @@ func startTargets(t *testing.T, pool *x509.CertPool, args ...string) []*target {
 		}
 		var err error
 		if pool != nil {
-			tg.p, err = launchTLS(t, t.TempDir(), pool, a...)
+			tg.p, err = systest.LaunchTLS(t, t.TempDir(), pool, a...)
 		} else {
-			tg.p, err = launch(t, t.TempDir(), nil, a...)
+			tg.p, err = systest.Launch(t, t.TempDir(), nil, a...)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -134,9 +135,9 @@ func startTargets(t *testing.T, pool *x509.CertPool, args ...string) []*target {
 		ts = append(ts, tg)
 	}
 	for _, tg := range ts {
-		for deadline := time.Now().Add(20 * time.Second); clusterInfo(t, tg.rdb)["members"] != "3"; time.Sleep(20 * time.Millisecond) {
+		for deadline := time.Now().Add(20 * time.Second); systest.ClusterInfo(t, tg.rdb)["members"] != "3"; time.Sleep(20 * time.Millisecond) {
 			if time.Now().After(deadline) {
-				t.Fatalf("%s never saw 3 members: %v", tg.id, clusterInfo(t, tg.rdb))
+				t.Fatalf("%s never saw 3 members: %v", tg.id, systest.ClusterInfo(t, tg.rdb))
 			}
 		}
 	}
@@ -155,7 +156,7 @@ func stateOf(t *testing.T, ts []*target) clusterState {
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		var s clusterState
 		for _, tg := range ts {
-			s.terms = append(s.terms, clusterInfo(t, tg.rdb)["term"])
+			s.terms = append(s.terms, systest.ClusterInfo(t, tg.rdb)["term"])
 			n, err := tg.rdb.DBSize(context.Background()).Result()
 			if err != nil {
 				t.Fatalf("DBSIZE on %s: %v", tg.id, err)
@@ -283,7 +284,7 @@ func attackRefused(t *testing.T, ts []*target, stream *forgedStream, reason stri
 		if after.dbsize[i] != before.dbsize[i] {
 			t.Errorf("%s: DBSIZE %s after the attack, was %s", tg.id, after.dbsize[i], before.dbsize[i])
 		}
-		if info := clusterInfo(t, tg.rdb); info["members"] != "3" {
+		if info := systest.ClusterInfo(t, tg.rdb); info["members"] != "3" {
 			t.Errorf("%s: %s members after the attack, 3 before", tg.id, info["members"])
 		}
 		v, err := tg.rdb.Incr(ctx, "orders").Result()
@@ -336,7 +337,7 @@ func TestForgedRaftTrafficIsRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cluster := clusterInfo(t, ts[0].rdb)["cluster_id"]
+	cluster := systest.ClusterInfo(t, ts[0].rdb)["cluster_id"]
 	attackRefused(t, ts, newForgedStream(cluster, nil), `reason="opened with 'C', not the handshake`)
 }
 
@@ -354,7 +355,7 @@ func TestForgedRaftTrafficOverTLSIsRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cluster := clusterInfo(t, ts[0].rdb)["cluster_id"]
+	cluster := systest.ClusterInfo(t, ts[0].rdb)["cluster_id"]
 	otherCert, otherKey, _ := testproc.SelfSigned(t, t.TempDir())
 	other, err := tls.LoadX509KeyPair(otherCert, otherKey)
 	if err != nil {
@@ -385,8 +386,8 @@ func TestForgedRaftTrafficOverTLSIsRefused(t *testing.T) {
 // joins and serves; a node with another is refused at join, naming the
 // flag, and the cluster keeps one member.
 func TestClusterSecret(t *testing.T) {
-	first := startProc(t, t.TempDir(), "--requirepass", "pw", "--cluster-secret", "s3cret", "--raft-addr", "127.0.0.1:0")
-	second, err := launch(t, t.TempDir(), []string{"IDSERVER_CLUSTER_SECRET=s3cret"}, "--requirepass", "pw", "--raft-addr", "127.0.0.1:0", "--join", first.Addr)
+	first := systest.StartProc(t, t.TempDir(), "--requirepass", "pw", "--cluster-secret", "s3cret", "--raft-addr", "127.0.0.1:0")
+	second, err := systest.Launch(t, t.TempDir(), []string{"IDSERVER_CLUSTER_SECRET=s3cret"}, "--requirepass", "pw", "--raft-addr", "127.0.0.1:0", "--join", first.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,14 +397,14 @@ func TestClusterSecret(t *testing.T) {
 	if err := rdb.Incr(ctx, "orders").Err(); err != nil {
 		t.Fatalf("INCR on the member that joined with the same cluster secret: %v", err)
 	}
-	p, err := launch(t, t.TempDir(), nil, "--requirepass", "pw", "--cluster-secret", "other", "--raft-addr", "127.0.0.1:0", "--join", first.Addr)
-	out := waitExit(t, p, err)
+	p, err := systest.Launch(t, t.TempDir(), nil, "--requirepass", "pw", "--cluster-secret", "other", "--raft-addr", "127.0.0.1:0", "--join", first.Addr)
+	out := systest.WaitExit(t, p, err)
 	if code := p.Cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(out, "is --cluster-secret, or --requirepass, the same on every node?") {
 		t.Fatalf("a joiner with another cluster secret: exit %d, want 1 naming --cluster-secret:\n%s", code, out)
 	}
 	leader := redis.NewClient(&redis.Options{Addr: first.Addr, Password: "pw"})
 	defer leader.Close()
-	if info := clusterInfo(t, leader); info["members"] != "2" {
+	if info := systest.ClusterInfo(t, leader); info["members"] != "2" {
 		t.Fatalf("after the refused join: %v", info)
 	}
 	// The joiner logs the leader's connection it refused; the leader, the
@@ -427,7 +428,7 @@ func TestProtectedMode(t *testing.T) {
 		{[]string{"--bind", "0.0.0.0", "--port", "0"}, `--bind "0.0.0.0"`},
 		{[]string{"--bind", "127.0.0.1", "--port", "0", "--raft-addr", "0.0.0.0:0"}, `--raft-addr "0.0.0.0"`},
 	} {
-		code, out := runToExit(t, append(tc.args, "--dir", dir)...)
+		code, out := systest.RunToExit(t, append(tc.args, "--dir", dir)...)
 		if code != 2 || !strings.Contains(out, "protected mode: "+tc.flag+" is not a loopback address and no secret is set") ||
 			!strings.Contains(out, "--cluster-secret") || !strings.Contains(out, "--protected-mode no") {
 			t.Fatalf("%v: exit %d, want 2 with the remedy:\n%s", tc.args, code, out)
@@ -444,17 +445,17 @@ func TestProtectedMode(t *testing.T) {
 		{nil, append([]string{"--protected-mode", "no"}, everywhere...)},
 		{[]string{"IDSERVER_CLUSTER_SECRET=s3cret"}, everywhere},
 	} {
-		p, err := launch(t, t.TempDir(), tc.env, tc.args...)
+		p, err := systest.Launch(t, t.TempDir(), tc.env, tc.args...)
 		if err != nil {
 			t.Fatalf("%v %v: %v", tc.env, tc.args, err)
 		}
 		if !strings.HasPrefix(p.Addr, "127.0.0.1:") {
 			t.Fatalf("talking to %s, not loopback", p.Addr)
 		}
-		if err := p.client().Incr(context.Background(), "orders").Err(); err != nil {
+		if err := p.Client().Incr(context.Background(), "orders").Err(); err != nil {
 			t.Fatalf("%v %v: INCR: %v", tc.env, tc.args, err)
 		}
-		p.stop()
+		p.Shutdown()
 	}
 }
 
@@ -517,7 +518,7 @@ func TestTLSCAVerifiesPeers(t *testing.T) {
 	if err := ts[2].rdb.Incr(context.Background(), "orders").Err(); err != nil {
 		t.Fatalf("INCR through a member over mutual TLS: %v", err)
 	}
-	cluster := clusterInfo(t, ts[0].rdb)["cluster_id"]
+	cluster := systest.ClusterInfo(t, ts[0].rdb)["cluster_id"]
 	sameCACert, sameCAKey := leaf("attacker")
 	sameCA, err := tls.LoadX509KeyPair(sameCACert, sameCAKey)
 	if err != nil {
@@ -534,57 +535,4 @@ func TestTLSCAVerifiesPeers(t *testing.T) {
 	t.Run("a certificate of the CA, without the secret", func(t *testing.T) {
 		attackRefused(t, ts, newForgedStream(cluster, &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{sameCA}}), `opened with 'C', not the handshake`)
 	})
-}
-
-// TestLoadTLSVerifiesBothWays: the configurations --tls-cert gives a node
-// verify the other side. Its client refuses a server whose certificate
-// another CA signed; a server requiring certificates (the Raft port's
-// ClientAuth) takes its client and refuses a client of another CA.
-func TestLoadTLSVerifiesBothWays(t *testing.T) {
-	certFile, keyFile, _ := testproc.SelfSigned(t, t.TempDir())
-	server, client, err := loadTLS(certFile, keyFile, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	otherCert, otherKey, _ := testproc.SelfSigned(t, t.TempDir())
-	otherServer, otherClient, err := loadTLS(otherCert, otherKey, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	handshake := func(srv, cli *tls.Config) (serverErr, clientErr error) {
-		srv = srv.Clone()
-		srv.ClientAuth = tls.RequireAndVerifyClientCert
-		ln, err := tls.Listen("tcp", "127.0.0.1:0", srv)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		served := make(chan error, 1)
-		go func() {
-			c, err := ln.Accept()
-			if err != nil {
-				served <- err
-				return
-			}
-			defer c.Close()
-			served <- c.(*tls.Conn).Handshake()
-		}()
-		c, err := tls.Dial("tcp", ln.Addr().String(), cli)
-		if err == nil {
-			c.Read(make([]byte, 1)) // TLS 1.3: the server's verdict on the client arrives after the client's handshake
-			c.Close()
-		}
-		return <-served, err
-	}
-	if serr, cerr := handshake(server, client); serr != nil || cerr != nil {
-		t.Fatalf("two nodes with the same certificate: server %v, client %v", serr, cerr)
-	}
-	if _, cerr := handshake(otherServer, client); cerr == nil || !strings.Contains(cerr.Error(), "unknown authority") {
-		t.Fatalf("a node dialing a server of another CA: %v, want unknown authority", cerr)
-	}
-	stranger := otherClient.Clone() // trusts the node, presents another CA's certificate
-	stranger.RootCAs = client.RootCAs
-	if serr, _ := handshake(server, stranger); serr == nil || !strings.Contains(serr.Error(), "unknown authority") {
-		t.Fatalf("a server requiring certificates, to a client of another CA: %v, want unknown authority", serr)
-	}
 }

@@ -1,4 +1,4 @@
-package main
+package ops
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"idserver/internal/systest"
 )
 
 // TestSetNXAcrossThreeProcesses: "seed the counter if absent" sent at once
@@ -16,13 +18,13 @@ import (
 // leader) creates each tag exactly once, and every node then issues above
 // the winning seed.
 func TestSetNXAcrossThreeProcesses(t *testing.T) {
-	members := startMembers(t, 3)
+	members := systest.StartMembers(t, 3)
 	ctx := context.Background()
 	clients := make([]*redis.Client, 3)
 	for i, m := range members {
-		clients[i] = redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + m.port, MaxRetries: -1})
+		clients[i] = redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + m.Port, MaxRetries: -1})
 		defer clients[i].Close()
-		for deadline := time.Now().Add(10 * time.Second); clusterInfo(t, clients[i])["members"] != "3"; time.Sleep(20 * time.Millisecond) {
+		for deadline := time.Now().Add(10 * time.Second); systest.ClusterInfo(t, clients[i])["members"] != "3"; time.Sleep(20 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatalf("node %d never saw 3 members", i)
 			}

@@ -1,9 +1,8 @@
-package main
+package ops
 
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"idserver/internal/systest"
 	"idserver/internal/testproc"
 )
 
@@ -22,7 +22,7 @@ func TestTLSClientsAndCluster(t *testing.T) {
 	certFile, keyFile, pool := testproc.SelfSigned(t, t.TempDir())
 	port1, port2 := strconv.Itoa(testproc.FreePort(t)), strconv.Itoa(testproc.FreePort(t))
 	common := []string{"--tls-cert", certFile, "--tls-key", keyFile, "--requirepass", "pw"}
-	p1, err := launchTLS(t, t.TempDir(), pool, append([]string{"--port", port1, "--raft-addr", "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t))}, common...)...)
+	p1, err := systest.LaunchTLS(t, t.TempDir(), pool, append([]string{"--port", port1, "--raft-addr", "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t))}, common...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestTLSClientsAndCluster(t *testing.T) {
 		t.Log("redis-cli not found: install Debian's redis-tools to test it over TLS")
 	}
 	// A second node joins over TLS; its INCRs are forwarded to the leader over TLS.
-	p2, err := launchTLS(t, t.TempDir(), pool, append([]string{"--port", port2, "--raft-addr", "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t)), "--join", p1.Addr}, common...)...)
+	p2, err := systest.LaunchTLS(t, t.TempDir(), pool, append([]string{"--port", port2, "--raft-addr", "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t)), "--join", p1.Addr}, common...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,10 +60,4 @@ func TestTLSClientsAndCluster(t *testing.T) {
 	if err != nil || a == b {
 		t.Fatalf("INCR on both nodes: %d and %d (%v)", a, b, err)
 	}
-}
-
-// launchTLS starts idserver and waits for it to answer PING over TLS.
-func launchTLS(t *testing.T, dir string, pool *x509.CertPool, args ...string) (*proc, error) {
-	t.Helper()
-	return startConfig(t, testproc.Config{Binary: binary, Dir: dir, Args: args, TLS: &tls.Config{RootCAs: pool}})
 }

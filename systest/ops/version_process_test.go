@@ -1,4 +1,4 @@
-package main
+package ops
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"idserver/internal/systest"
 )
 
 // headCommit is the Git revision of the checkout the binary was built from
@@ -27,7 +29,7 @@ func headCommit(t *testing.T) string {
 // builtVersion is what --version says: the version and the commit.
 func builtVersion(t *testing.T) (version, commit string) {
 	t.Helper()
-	code, out := runToExit(t, "--version")
+	code, out := systest.RunToExit(t, "--version")
 	m := regexp.MustCompile(`^idserver (\S+) commit (\S+) go\S+ \S+/\S+\n$`).FindStringSubmatch(out)
 	if code != 0 || m == nil {
 		t.Fatalf("--version: exit %d, %q", code, out)
@@ -43,7 +45,7 @@ func TestVersionNamesTheCommit(t *testing.T) {
 	if strings.TrimSuffix(commit, "-dirty") != head {
 		t.Fatalf("--version names commit %q, the checkout is at %s", commit, head)
 	}
-	info, err := startProc(t, t.TempDir()).client().Info(context.Background(), "server").Result()
+	info, err := systest.StartProc(t, t.TempDir()).Client().Info(context.Background(), "server").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,13 +64,13 @@ func TestVersionNamesTheCommit(t *testing.T) {
 // processes names every member's version and commit.
 func TestClusterInfoNamesEachMembersBuild(t *testing.T) {
 	version, commit := builtVersion(t)
-	members := startMembers(t, 3)
+	members := systest.StartMembers(t, 3)
 	want := ",version=" + version + ",commit=" + commit
 	for _, m := range members {
-		rdb := m.p.client()
+		rdb := m.P.Client()
 		var listed []string
 		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-			info := clusterInfo(t, rdb)
+			info := systest.ClusterInfo(t, rdb)
 			listed = listed[:0]
 			for _, k := range []string{"member0", "member1", "member2"} {
 				if strings.HasSuffix(info[k], want) {
@@ -79,7 +81,7 @@ func TestClusterInfoNamesEachMembersBuild(t *testing.T) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("CLUSTER INFO on %s does not name every member's build %q within 30s: %v", m.port, want, info)
+				t.Fatalf("CLUSTER INFO on %s does not name every member's build %q within 30s: %v", m.Port, want, info)
 			}
 		}
 	}

@@ -1,4 +1,4 @@
-package main
+package autopilot
 
 // Membership that runs itself (SPEC section 6), against real processes on
 // loopback started as a Kubernetes StatefulSet starts its pods: fixed
@@ -23,6 +23,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"idserver/internal/systest"
 	"idserver/internal/testproc"
 )
 
@@ -41,7 +42,7 @@ type pod struct {
 	i                int
 	host             string // the pod's own loopback address (127.0.0.N), or 127.0.0.1
 	port, raft, dir  string
-	p                *proc
+	p                *systest.Proc
 	rdb              *redis.Client
 	starts, replaced int
 }
@@ -96,7 +97,7 @@ func (s *statefulSet) start(i int, fresh bool) error {
 	if s.zone != nil {
 		args = append(args, "--zone", s.zone(i))
 	}
-	proc, err := launch(s.t, p.dir, nil, args...)
+	proc, err := systest.Launch(s.t, p.dir, nil, args...)
 	p.p = proc
 	return err
 }
@@ -112,7 +113,7 @@ func (s *statefulSet) up() {
 }
 
 // info is CLUSTER INFO of pod i, nil when it does not answer.
-func (s *statefulSet) info(i int) map[string]string { return clusterInfo(s.t, s.pods[i].rdb) }
+func (s *statefulSet) info(i int) map[string]string { return systest.ClusterInfo(s.t, s.pods[i].rdb) }
 
 // leader is the index of the pod that leads, -1 when none is known.
 func (s *statefulSet) leader(alive func(int) bool) int {
@@ -836,10 +837,10 @@ func TestGrowthBeyondVoters(t *testing.T) {
 		}
 		// Served, or TRYAGAIN while the leadership changes (a step-down
 		// under load), as a client retries.
-		if err := untilServed(t, s.pods[i].rdb, "SET", "grown", 10).Err(); err != nil {
+		if err := systest.UntilServed(t, s.pods[i].rdb, "SET", "grown", 10).Err(); err != nil {
 			t.Fatalf("SET on non-voter pod %d: %v", i, err)
 		}
-		if v, err := untilServed(t, s.pods[i].rdb, "INCR", "grown").Int64(); err != nil || v <= 10 {
+		if v, err := systest.UntilServed(t, s.pods[i].rdb, "INCR", "grown").Int64(); err != nil || v <= 10 {
 			t.Fatalf("INCR on non-voter pod %d after SET 10: %d %v", i, v, err)
 		}
 		break
@@ -901,12 +902,12 @@ func TestGrowthBeyondVoters(t *testing.T) {
 // --voters starts with a warning.
 func TestAutopilotMisconfigurationExits2(t *testing.T) {
 	for _, args := range [][]string{{"--voters", "0"}, {"--voters", "-3"}, {"--dead-member-after", "-1s"}, {"--dead-member-after", "1ms"}, {"--zone", "a,b"}} {
-		code, out := runToExit(t, append([]string{"--dir", t.TempDir(), "--port", "0"}, args...)...)
+		code, out := systest.RunToExit(t, append([]string{"--dir", t.TempDir(), "--port", "0"}, args...)...)
 		if code != 2 || !strings.Contains(out, strings.TrimPrefix(args[0], "--")) {
 			t.Fatalf("%v: exit %d, want 2 naming the flag:\n%s", args, code, out)
 		}
 	}
-	p := startProc(t, t.TempDir(), "--voters", "4")
+	p := systest.StartProc(t, t.TempDir(), "--voters", "4")
 	if !strings.Contains(p.Log(), "--voters 4 is even") {
 		t.Fatalf("no warning for an even --voters:\n%s", p.Log())
 	}
@@ -916,8 +917,8 @@ func TestAutopilotMisconfigurationExits2(t *testing.T) {
 // TestRefusedJoinerNamesTheReason: a joiner with another ID layout is
 // refused, and its error says why, not "no leader reachable".
 func TestRefusedJoinerNamesTheReason(t *testing.T) {
-	first := startProc(t, t.TempDir())
-	code, out := runToExit(t, "--dir", t.TempDir(), "--port", "0", "--raft-addr", "127.0.0.1:0", "--join", first.Addr,
+	first := systest.StartProc(t, t.TempDir())
+	code, out := systest.RunToExit(t, "--dir", t.TempDir(), "--port", "0", "--raft-addr", "127.0.0.1:0", "--join", first.Addr,
 		"--worker-bits", "8", "--seq-bits", "14")
 	if code == 0 || !strings.Contains(out, "layout") || strings.Contains(out, "no leader reachable") {
 		t.Fatalf("joiner with another layout: exit %d, want a refusal naming the layout:\n%s", code, out)

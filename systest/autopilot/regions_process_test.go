@@ -1,4 +1,4 @@
-package main
+package autopilot
 
 // Regions: the three zones of TestZoneLossKeepsAMajority as three regions,
 // 40 ms one way between them and about 1 ms inside one.
@@ -43,6 +43,7 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
+	"idserver/internal/systest"
 	"idserver/internal/testproc"
 )
 
@@ -175,7 +176,7 @@ func regions(t *testing.T, delay int) {
 	wrappers := make([]string, len(zoneNames))
 	for z := range zoneNames {
 		wrappers[z] = filepath.Join(t.TempDir(), "idserver-zone-"+zoneNames[z])
-		script := fmt.Sprintf("#!/bin/sh\nexec setpriv --pdeathsig KILL --regid %d --clear-groups -- %s \"$@\"\n", gid(z), binary)
+		script := fmt.Sprintf("#!/bin/sh\nexec setpriv --pdeathsig KILL --regid %d --clear-groups -- %s \"$@\"\n", gid(z), systest.Binary(t))
 		if err := os.WriteFile(wrappers[z], []byte(script), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -218,7 +219,7 @@ func regions(t *testing.T, delay int) {
 		args := []string{"--port", r.bindRESP, "--raft-addr", at(r.bindRaft), "--advertise", at(r.wanRESP), "--raft-advertise", at(r.wanRaft),
 			"--join", strings.Join(join, ","), "--zone", zoneNames[r.zone], "--voters", "5", "--dead-member-after", "4s"}
 		t0 := time.Now()
-		proc, err := startConfig(t, testproc.Config{Binary: wrappers[r.zone], Dir: p.dir, Args: args})
+		proc, err := systest.StartConfig(t, testproc.Config{Binary: wrappers[r.zone], Dir: p.dir, Args: args})
 		if err != nil {
 			t.Fatalf("pod %d (zone %s): %v", i, zoneNames[r.zone], err)
 		}

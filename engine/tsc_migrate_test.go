@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"idserver/internal/testproc"
 )
 
 // TestCounterAcrossCPUs: with this process's threads moved between CPUs
@@ -22,10 +24,7 @@ func TestCounterAcrossCPUs(t *testing.T) {
 	if runtime.NumCPU() < 2 {
 		t.Skip("one CPU: nothing to move between")
 	}
-	taskset, err := exec.LookPath("taskset")
-	if err != nil {
-		t.Skip("taskset not found (apt-get install util-linux)")
-	}
+	taskset := testproc.Need(t, "taskset")
 	g := counterGenerator(t)
 	pid := strconv.Itoa(os.Getpid())
 	defer exec.Command(taskset, "-a", "-p", "-c", "0-"+strconv.Itoa(runtime.NumCPU()-1), pid).Run()

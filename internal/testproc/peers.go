@@ -87,10 +87,7 @@ func ephemeralStart() int {
 // address. It skips the test when redis-server is not installed.
 func StartRedis(t testing.TB, args ...string) string {
 	t.Helper()
-	server, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Skip("redis-server not found: install Debian's redis-server (apt-get install redis-server) for the side-by-side tests")
-	}
+	server := Need(t, "redis-server")
 	port := strconv.Itoa(FreePort(t))
 	cmd := exec.Command(server, append([]string{"--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no"}, args...)...)
 	if err := cmd.Start(); err != nil {

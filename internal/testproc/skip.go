@@ -33,6 +33,7 @@ var installLines = map[string]string{
 	"python3":                   "apt-get install python3",
 	"nsenter":                   "apt-get install util-linux",
 	"unshare":                   "apt-get install util-linux",
+	"setpriv":                   "apt-get install util-linux",
 	"taskset":                   "apt-get install util-linux",
 	"bash":                      "apt-get install bash",
 	"git":                       "apt-get install git",

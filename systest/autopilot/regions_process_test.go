@@ -85,13 +85,9 @@ func regionsDelay() int {
 // regionsInOwnNetns runs this test again in a new network namespace and
 // passes on its output and its verdict.
 func regionsInOwnNetns(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("TestRegions makes a network namespace and iptables rules: run it as root")
-	}
+	testproc.NeedRoot(t, "TestRegions (a network namespace and iptables rules)")
 	for _, tool := range []string{"unshare", "setpriv", "iptables", "bash"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not found: install Debian's util-linux, iptables and bash (apt-get install util-linux iptables bash)", tool)
-		}
+		testproc.Need(t, tool)
 	}
 	netns, err := os.Readlink("/proc/self/ns/net")
 	if err != nil {

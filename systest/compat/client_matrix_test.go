@@ -199,10 +199,7 @@ func TestMatrixRedisCLIAndBenchmark(t *testing.T) {
 }
 
 func TestMatrixPythonRedis(t *testing.T) {
-	py := "/usr/bin/python3"
-	if err := exec.Command(py, "-c", "import redis").Run(); err != nil {
-		t.Skip("redis-py not found for /usr/bin/python3: install Debian's python3-redis")
-	}
+	py := testproc.NeedPythonRedis(t)
 	script := filepath.Join(repoRoot(t), "clients", "python_matrix.py")
 	for pass, p := range matrixServers(t) {
 		args := []string{script, "127.0.0.1", p.Port}
@@ -218,11 +215,7 @@ func TestMatrixPythonRedis(t *testing.T) {
 }
 
 func TestMatrixNodeClients(t *testing.T) {
-	modules := os.Getenv("IDSERVER_NODE_MODULES")
-	node, err := exec.LookPath("node")
-	if modules == "" || err != nil {
-		t.Skip("set IDSERVER_NODE_MODULES to a node_modules folder holding ioredis and redis (npm install ioredis redis), with node on PATH; .ci/run does")
-	}
+	node, modules := testproc.NeedNodeModules(t, "ioredis", "redis")
 	script := filepath.Join(repoRoot(t), "clients", "node_matrix.js")
 	for pass, p := range matrixServers(t) {
 		args := []string{script, "127.0.0.1", p.Port}
@@ -244,11 +237,7 @@ func TestMatrixNodeClients(t *testing.T) {
 // and node-redis with no option (no stringNumbers, no type mapping) read
 // NEXTID and GENEID as JavaScript numbers that are the IDs exactly.
 func TestMatrixNodeClientsRead53BitIDsExactly(t *testing.T) {
-	modules := os.Getenv("IDSERVER_NODE_MODULES")
-	node, err := exec.LookPath("node")
-	if modules == "" || err != nil {
-		t.Skip("set IDSERVER_NODE_MODULES to a node_modules folder holding ioredis and redis (npm install ioredis redis), with node on PATH; .ci/run does")
-	}
+	node, modules := testproc.NeedNodeModules(t, "ioredis", "redis")
 	p := systest.StartProc(t, t.TempDir(), "--id-bits", "53")
 	cmd := exec.Command(node, filepath.Join(repoRoot(t), "clients", "node_matrix.js"), "127.0.0.1", p.Port)
 	cmd.Env = append(os.Environ(), "NODE_PATH="+modules, "IDSERVER_ID_BITS=53", "IDSERVER_GENE_BITS=6")

@@ -226,10 +226,7 @@ func TestRedisCLI(t *testing.T) {
 // (tmux), the way a person uses it: hints from COMMAND DOCS, typed commands.
 func TestRedisCLIInteractive(t *testing.T) {
 	cli := testproc.Need(t, "redis-cli")
-	tmux, err := exec.LookPath("tmux")
-	if err != nil {
-		t.Skip("tmux not found: install Debian's tmux (apt-get install tmux)")
-	}
+	tmux := testproc.Need(t, "tmux")
 	p := systest.StartProc(t, t.TempDir())
 	sock := filepath.Join(t.TempDir(), "tmux.sock")
 	tm := func(args ...string) string {

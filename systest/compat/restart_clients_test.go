@@ -214,19 +214,18 @@ func clientLibs(t *testing.T) (names []string, probes map[string]func(addr strin
 			},
 			stop: c.Close}
 	}
-	if exec.Command("/usr/bin/python3", "-c", "import redis").Run() == nil {
+	if python, why := testproc.PythonRedis(); python != "" {
 		probes["redis-py"] = func(addr string) restartProbe {
 			host, port, _ := net.SplitHostPort(addr)
-			return startProcProbe(t, exec.Command("/usr/bin/python3", filepath.Join(repoRoot(t), "clients", "restart_probe.py"), host, port))
+			return startProcProbe(t, exec.Command(python, filepath.Join(repoRoot(t), "clients", "restart_probe.py"), host, port))
 		}
 	} else {
-		missing["redis-py"] = "redis-py not found for /usr/bin/python3: install Debian's python3-redis"
+		missing["redis-py"] = why
 	}
-	modules := os.Getenv("IDSERVER_NODE_MODULES")
-	node, err := exec.LookPath("node")
+	node, modules, why := testproc.NodeModules("ioredis", "redis")
 	for _, lib := range []string{"ioredis", "node-redis"} {
-		if modules == "" || err != nil {
-			missing[lib] = "set IDSERVER_NODE_MODULES to a node_modules folder holding ioredis and redis (npm install ioredis redis), with node on PATH; .ci/run does"
+		if node == "" {
+			missing[lib] = why
 			continue
 		}
 		probes[lib] = func(addr string) restartProbe {
@@ -250,7 +249,7 @@ func TestRestartFirstIDPerClient(t *testing.T) {
 	if n, err := strconv.Atoi(os.Getenv("IDSERVER_RESTARTS")); err == nil && n > 0 {
 		restarts = n
 	}
-	redisServer, redisErr := exec.LookPath("redis-server")
+	redisServer, redisMissing := testproc.Find("redis-server")
 	names, probes, missing := clientLibs(t)
 
 	oneNode := func() *restartable {
@@ -276,8 +275,8 @@ func TestRestartFirstIDPerClient(t *testing.T) {
 		server func() *restartable
 		nextid bool
 	}{{"one-node", oneNode, true}, {"member of 3", member, true}, {"redis-server", redisSrv, false}} {
-		if sc.name == "redis-server" && redisErr != nil {
-			skipPart(t, sc.name, "redis-server not found: install Debian's redis-server (apt-get install redis-server)")
+		if sc.name == "redis-server" && redisServer == "" {
+			skipPart(t, sc.name, redisMissing)
 			continue
 		}
 		srv := sc.server()

@@ -252,10 +252,7 @@ func TestJSONLogsParseThroughAFailedJoinAndAHealthyStart(t *testing.T) {
 // for Redis, from INFO. (It exports no instantaneous_* field, for Redis
 // either: rate() of the counters does that job.)
 func TestRedisExporterScrape(t *testing.T) {
-	exporter, err := exec.LookPath("prometheus-redis-exporter")
-	if err != nil {
-		t.Skip("prometheus-redis-exporter not found: install Debian's prometheus-redis-exporter (apt-get install prometheus-redis-exporter)")
-	}
+	exporter := testproc.Need(t, "prometheus-redis-exporter")
 	p := systest.StartProc(t, t.TempDir())
 	rdb := p.Client()
 	ctx := context.Background()

@@ -9,19 +9,21 @@ import (
 	"time"
 
 	"idserver/internal/systest"
+	"idserver/internal/testproc"
 )
 
 // headCommit is the Git revision of the checkout the binary was built from
 // (testproc.Build builds it from there); the test is skipped without Git.
 func headCommit(t *testing.T) string {
 	t.Helper()
+	git := testproc.Need(t, "git")
 	dir, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "idserver").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command("git", "-C", strings.TrimSpace(string(dir)), "rev-parse", "HEAD").Output()
+	out, err := exec.Command(git, "-C", strings.TrimSpace(string(dir)), "rev-parse", "HEAD").Output()
 	if err != nil {
-		t.Skipf("no Git revision to compare with (git rev-parse HEAD: %v): install git and test from a checkout", err)
+		t.Skipf("no Git revision to compare with (git rev-parse HEAD: %v): test from a Git checkout", err)
 	}
 	return strings.TrimSpace(string(out))
 }

@@ -25,6 +25,7 @@ import (
 
 	"idserver/cluster"
 	"idserver/engine"
+	"idserver/internal/testproc"
 	idnode "idserver/node"
 )
 
@@ -299,6 +300,7 @@ func load(t *testing.T, nodes []*node, c *collector, stop chan struct{}) *sync.W
 }
 
 func TestConcurrentAllocationsFromEveryNodeAreDisjoint(t *testing.T) {
+	testproc.Long(t)
 	nodes := startCluster(t, 3, 0)
 	c := newCollector()
 	stop := make(chan struct{})
@@ -335,6 +337,7 @@ func TestConcurrentAllocationsFromEveryNodeAreDisjoint(t *testing.T) {
 }
 
 func TestLeaderLossMidLoadLosesNothing(t *testing.T) {
+	testproc.Long(t)
 	for _, how := range []string{"transfer", "shutdown"} {
 		t.Run(how, func(t *testing.T) {
 			nodes := startCluster(t, 3, 0)
@@ -368,6 +371,7 @@ func TestLeaderLossMidLoadLosesNothing(t *testing.T) {
 }
 
 func TestNodeWithoutQuorumServesBufferThenTryAgain(t *testing.T) {
+	testproc.Long(t)
 	nodes := startCluster(t, 3, 0)
 	ctx := context.Background()
 	lone := nodes[2]
@@ -405,6 +409,7 @@ func TestNodeWithoutQuorumServesBufferThenTryAgain(t *testing.T) {
 }
 
 func TestNewNodeRestoresFromSnapshot(t *testing.T) {
+	testproc.Long(t)
 	nodes := startCluster(t, 1, 16)
 	ctx := context.Background()
 	var last int64
@@ -446,6 +451,7 @@ func TestNewNodeRestoresFromSnapshot(t *testing.T) {
 // never reads. The follower must start again on that directory (the fault
 // campaign saw three such nodes refused as damaged).
 func TestRestartAfterInstallingASnapshot(t *testing.T) {
+	testproc.Long(t)
 	nodes := startCluster(t, 3, 64)
 	ctx := context.Background()
 	l := leader(t, nodes)
@@ -573,6 +579,7 @@ func snapshots(t *testing.T, dir string) []*raft.SnapshotMeta {
 // snapshot that opens, too (Raft said only 'failed to load any existing
 // snapshots').
 func TestCorruptSnapshotIsRefused(t *testing.T) {
+	testproc.Long(t)
 	n := startNode(t, "n1", t.TempDir(), nil, 64)
 	for round := range 2 {
 		newTags(t, n.rdb, fmt.Sprintf("t%d-", round), 200)
@@ -607,6 +614,7 @@ func TestCorruptSnapshotIsRefused(t *testing.T) {
 // INCR from its buffers, then answers TRYAGAIN; the majority carries on;
 // after healing, all serve again; no value ever repeats.
 func TestPartitions(t *testing.T) {
+	testproc.Long(t)
 	nodes := startCluster(t, 3, 0)
 	ctx := context.Background()
 	c := newCollector()
@@ -690,6 +698,7 @@ func TestPartitions(t *testing.T) {
 // forgotten worker ID and starts its clock above the forgotten node's last
 // lease, which that node could not extend.
 func TestForgetFreesTheWorkerID(t *testing.T) {
+	testproc.Long(t)
 	nodes := startCluster(t, 3, 0)
 	ctx := context.Background()
 	gone := nodes[2]
@@ -728,6 +737,7 @@ func TestForgetFreesTheWorkerID(t *testing.T) {
 // changes nothing: its empty log never votes. After CLUSTER FORGET it may
 // join, with a worker ID whose IDs never meet the old incarnation's.
 func TestWipedMemberIsRefused(t *testing.T) {
+	testproc.Long(t)
 	nodes := startCluster(t, 3, 0)
 	ctx := context.Background()
 	old := nodes[2]
@@ -774,6 +784,7 @@ func TestWipedMemberIsRefused(t *testing.T) {
 // forgotten, while clients on the others keep allocating; nothing repeats
 // and the new node serves.
 func TestMembershipChangesUnderLoad(t *testing.T) {
+	testproc.Long(t)
 	nodes := startCluster(t, 3, 0)
 	c := newCollector()
 	stop := make(chan struct{})
@@ -810,6 +821,7 @@ func TestMembershipChangesUnderLoad(t *testing.T) {
 // TestConcurrentSetNXOneWins: SET NX sent at once through every node (the
 // followers forward it) creates the tag exactly once.
 func TestConcurrentSetNXOneWins(t *testing.T) {
+	testproc.Long(t)
 	nodes := startCluster(t, 3, 0)
 	for round := range 5 {
 		tag := fmt.Sprintf("orders%d", round)

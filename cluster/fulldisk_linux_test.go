@@ -29,6 +29,7 @@ import (
 // lease renewal loop stuck, so that NEXTID said "the clock moved past the
 // worker lease (stepped forward?)"). Once space is freed both work again.
 func TestLeaderOnAFullDiskAnswersWithinTheApplyBudget(t *testing.T) {
+	testproc.Long(t)
 	mnt := testproc.Tmpfs(t, "16m")
 	steps := &countingHandler{Handler: slog.NewTextHandler(io.Discard, nil), prefix: "high-water step failed"}
 	nd, err := openNode(t, "n1", filepath.Join(mnt, "n1"), nil, func(c *idnode.Config) { c.Logger = slog.New(steps) })

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"idserver/internal/testproc"
 	idnode "idserver/node"
 )
 
@@ -86,6 +87,7 @@ func issueUntil(ids *idCollector, who string, rdb *redis.Client, stop chan struc
 // issuing when its lease ends, saying why, and no ID is issued twice. The
 // forgotten node restarted with its data is refused as removed.
 func TestForgottenNodeThatRunsOn(t *testing.T) {
+	testproc.Long(t)
 	nodes := startLeased(t, 3)
 	ids := &idCollector{seen: map[int64]string{}, t: t}
 	stop := make(chan struct{})
@@ -145,6 +147,7 @@ func TestForgottenNodeThatRunsOn(t *testing.T) {
 // NEXTID until its lease ends, then TRYAGAIN saying why; healed, it renews
 // and issues again.
 func TestCutOffNodeStopsAtLeaseEnd(t *testing.T) {
+	testproc.Long(t)
 	nodes := startLeased(t, 3)
 	lone := nodes[2]
 	ctx := context.Background()
@@ -179,6 +182,7 @@ func TestCutOffNodeStopsAtLeaseEnd(t *testing.T) {
 // TestSetIsSeenByEveryMember (item 5): after SET tag v answers OK, INCR on
 // any node, on the connection that just drew from its buffer, is above v.
 func TestSetIsSeenByEveryMember(t *testing.T) {
+	testproc.Long(t)
 	nodes := startCluster(t, 3, 0)
 	ctx := context.Background()
 	l := leader(t, nodes)
@@ -210,6 +214,7 @@ func TestSetIsSeenByEveryMember(t *testing.T) {
 // error naming that member, before anything is dropped or committed; once
 // healed, that member's values are above the floor.
 func TestSetWithAMemberCutOff(t *testing.T) {
+	testproc.Long(t)
 	nodes := startCluster(t, 3, 0)
 	ctx := context.Background()
 	l := leader(t, nodes)
@@ -255,6 +260,7 @@ func TestSetWithAMemberCutOff(t *testing.T) {
 // had dropped every member's buffer: the rolling replacement test saw
 // such SETs, refused after 2-3 s of waiting, empty every pod's buffer.)
 func TestSetRefusedAfterWaitingForARemovedMemberDropsNothing(t *testing.T) {
+	testproc.Long(t)
 	nodes := startLeased(t, 3)
 	ctx := context.Background()
 	l := leader(t, nodes)
@@ -302,6 +308,7 @@ func TestSetRefusedAfterWaitingForARemovedMemberDropsNothing(t *testing.T) {
 // INCRBY larger than the segment step on a follower for 20s; the follower's
 // state machine keeps applying, INFO answers, and it shuts down.
 func TestSetRacingLargeIncrByDoesNotDeadlock(t *testing.T) {
+	testproc.Long(t)
 	nodes := startCluster(t, 3, 0)
 	l := leader(t, nodes)
 	f := follower(t, nodes, l)
@@ -377,6 +384,7 @@ func TestSetRacingLargeIncrByDoesNotDeadlock(t *testing.T) {
 // TestForgetTheLeader: CLUSTER FORGET of the leader, sent to another
 // member, hands leadership over and succeeds on a retry.
 func TestForgetTheLeader(t *testing.T) {
+	testproc.Long(t)
 	nodes := startCluster(t, 3, 0)
 	ctx := context.Background()
 	l := leader(t, nodes)

@@ -9,12 +9,15 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"idserver/internal/testproc"
 )
 
 // TestSetLowersBelowReservedValues (issue 8, item 3): SET succeeds
 // whenever no value above it was issued to a client, whatever the nodes
 // hold in their buffers, and the next INCR answers v+1, as Redis does.
 func TestSetLowersBelowReservedValues(t *testing.T) {
+	testproc.Long(t)
 	ctx := context.Background()
 	t.Run("one node", func(t *testing.T) {
 		n := startCluster(t, 1, 0)[0]
@@ -92,6 +95,7 @@ func TestSetLowersBelowReservedValues(t *testing.T) {
 // cannot say which of the values it was given it issued before, so a SET
 // below them is refused, naming it; above them it succeeds.
 func TestSetAfterRestartCountsWhatTheNodeWasGiven(t *testing.T) {
+	testproc.Long(t)
 	ctx := context.Background()
 	nodes := startCluster(t, 3, 0)
 	l := leader(t, nodes)
@@ -123,6 +127,7 @@ func TestSetAfterRestartCountsWhatTheNodeWasGiven(t *testing.T) {
 // each node's values increase, and after each acknowledged SET v no value
 // <= v is issued by a request sent later.
 func TestSetLoweringUnderLoad(t *testing.T) {
+	testproc.Long(t)
 	nodes := startCluster(t, 3, 0)
 	ctx := context.Background()
 	var (

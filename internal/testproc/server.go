@@ -51,7 +51,7 @@ var listening = regexp.MustCompile(`msg=listening addr=(\S+)|"msg":"listening","
 // SIGKILL when the test ends, if it still runs, and its log is printed if
 // the test failed. Like Launch, it returns the Server with the error when
 // the process started but did not become ready. Under -short it skips the
-// test (Long).
+// test (Long), so it is called from the test's goroutine.
 func Start(t testing.TB, cfg Config) (*Server, error) {
 	t.Helper()
 	Long(t)

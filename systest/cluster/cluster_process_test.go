@@ -19,7 +19,8 @@ import (
 // TestThreeProcessesSurviveLeaderKill: three idserver processes joined with
 // --join, clients on all three issuing INCR, NEXTSEG and NEXTID; the leader
 // is killed with SIGKILL mid-load and restarted. Every value is unique, the
-// survivors keep serving, and the killed node catches up.
+// survivors elect a new leader that commits a new tag's segment and keep
+// serving, and the killed node catches up, after which a SET commits.
 func TestThreeProcessesSurviveLeaderKill(t *testing.T) {
 	members := systest.StartMembers(t, 3)
 	ctx := context.Background()
@@ -119,9 +120,47 @@ func TestThreeProcessesSurviveLeaderKill(t *testing.T) {
 	}
 	killed.P.Kill()
 	atKill := count()
+	// The survivors elect a leader among themselves, which commits the
+	// first segment of a new tag: values served from the survivors'
+	// buffers alone would not show that the cluster recovered.
+	var leader int
+	for deadline := time.Now().Add(20 * time.Second); leader == 0; time.Sleep(50 * time.Millisecond) {
+		roles := map[string]string{}
+		for i, m := range members {
+			if m != killed {
+				info := systest.ClusterInfo(t, clients[i])
+				roles[m.Port] = info["role"]
+				if info["role"] == "Leader" {
+					leader = i + 1
+				}
+			}
+		}
+		if leader == 0 && time.Now().After(deadline) {
+			t.Fatalf("no survivor elected leader within 20s of the leader's kill: roles %v", roles)
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		err := clients[leader-1].Do(ctx, "NEXTSEG", "after-the-kill", 10).Err()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("NEXTSEG of a new tag on the new leader (%s) after the kill: %v", members[leader-1].Port, err)
+		}
+	}
 	time.Sleep(3 * time.Second)
 	afterKill := count()
 	killed.Start(t)
+	// SET waits for every member: it succeeds once the killed node is back.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		err := clients[leader-1].Do(ctx, "SET", "after-the-kill", 1000).Err()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("SET on the new leader (%s) with the killed node back: %v", members[leader-1].Port, err)
+		}
+	}
 	time.Sleep(2 * time.Second)
 	close(stop)
 	wg.Wait()

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"idserver/internal/testproc"
 )
 
 // fakeClock is a settable wall clock.
@@ -411,6 +413,7 @@ func TestGeneBurstOverRandomGenesFillsTheMillisecond(t *testing.T) {
 }
 
 func TestClockStepsBack(t *testing.T) {
+	testproc.Long(t)
 	for _, step := range []time.Duration{time.Millisecond, 500 * time.Millisecond, 5 * time.Second, time.Hour} {
 		t.Run(step.String(), func(t *testing.T) {
 			clock := newFakeClock()
@@ -814,6 +817,7 @@ func TestSetLeaseConcurrentOnlyRaises(t *testing.T) {
 // ms from concurrent callers waits for the clock, however long; only a clock
 // that really went back is CLOCKBACK.
 func TestSaturationWaitsInsteadOfClockBack(t *testing.T) {
+	testproc.Long(t)
 	cases := []struct {
 		name      string
 		callers   int

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"crypto/aes"
+
+	"idserver/internal/testproc"
 )
 
 // testPublicKey is a fixed key, from a fixed seed.
@@ -108,6 +110,7 @@ func consecutiveIDs(t testing.TB, l Layout, n int) []int64 {
 // public form, every public form is a positive integer below 2^bits, every
 // tenth reverses to its ID, and the gene-keeping variant keeps the gene.
 func TestPublicIDsArePermutations(t *testing.T) {
+	testproc.Long(t)
 	n := 10_000_000
 	if raceEnabled || testing.Short() {
 		n /= 10

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"idserver/internal/testproc"
 )
 
 // expand returns the IDs of runs, checking that they increase with gaps
@@ -51,6 +53,7 @@ func expandStep(t *testing.T, runs []IDRun, step int64) []int64 {
 }
 
 func TestNextIDRunsIssuesWhatNextIDsIssues(t *testing.T) {
+	testproc.Long(t)
 	layouts := []Layout{
 		DefaultLayout(),
 		{Epoch: DefaultEpoch, TimeBits: 41, WorkerBits: 6, SeqBits: 16, GeneBits: 8},
@@ -158,6 +161,7 @@ func head(ids []int64) []int64 { return ids[:min(len(ids), 8)] }
 // goroutines on the real clock never issue an ID twice, and one
 // goroutine's NEXTID IDs (runs and lists) strictly increase.
 func TestNextIDRunsConcurrently(t *testing.T) {
+	testproc.Long(t)
 	for _, l := range []Layout{DefaultLayout(), {Epoch: DefaultEpoch, TimeBits: 41, WorkerBits: 6, SeqBits: 16, GeneBits: 8}} {
 		g, err := New(Config{Layout: l, Worker: 1, MaxBorrow: time.Second, LeaseEndMS: math.MaxInt64}, time.Now, &memStore{})
 		if err != nil {

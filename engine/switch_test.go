@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"idserver/internal/testproc"
 )
 
 // A clock that went back further than the borrow: CLOCKBACK (kicking
@@ -110,6 +112,7 @@ func TestClockBehindRightAfterTheStart(t *testing.T) {
 // Switches while NEXTID, NEXTIDRUNS and GENEID run concurrently: every
 // reply increases, no ID repeats, and each reply is of one worker.
 func TestSwitchWorkerUnderLoad(t *testing.T) {
+	testproc.Long(t)
 	clock := newFakeClock()
 	g := newGen(t, clock, &memStore{}, nil)
 	var mu sync.Mutex

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"idserver/engine"
+	"idserver/internal/testproc"
 )
 
 // TestRawLoopLosesNoReadiness: the raw loop reads until EAGAIN, then waits
@@ -24,6 +25,7 @@ import (
 // middle of frames, and in frames larger than the 4 KiB read buffer), and
 // every reply must come back, in order, within the deadline.
 func TestRawLoopLosesNoReadiness(t *testing.T) {
+	testproc.Long(t)
 	srv, addr := startServerT(t, Config{})
 	const conns, commands = 16, 400
 	var wg sync.WaitGroup

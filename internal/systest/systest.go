@@ -60,6 +60,20 @@ func Binary(t testing.TB) string {
 	return binary
 }
 
+// FreePort is testproc.FreePort as a flag value, for --port: the default
+// Raft port 10000 above it is reserved with it.
+func FreePort(t testing.TB) string {
+	t.Helper()
+	return strconv.Itoa(testproc.FreePort(t))
+}
+
+// FreeAddr is 127.0.0.1 with a port from testproc.FreePort, for a flag
+// such as --raft-addr.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	return "127.0.0.1:" + FreePort(t)
+}
+
 // Proc is one idserver process of a test.
 type Proc struct {
 	*testproc.Server

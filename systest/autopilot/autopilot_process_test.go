@@ -902,7 +902,7 @@ func TestGrowthBeyondVoters(t *testing.T) {
 // --voters starts with a warning.
 func TestAutopilotMisconfigurationExits2(t *testing.T) {
 	for _, args := range [][]string{{"--voters", "0"}, {"--voters", "-3"}, {"--dead-member-after", "-1s"}, {"--dead-member-after", "1ms"}, {"--zone", "a,b"}} {
-		code, out := systest.RunToExit(t, append([]string{"--dir", t.TempDir(), "--port", "0"}, args...)...)
+		code, out := systest.RunToExit(t, append([]string{"--dir", t.TempDir(), "--port", systest.FreePort(t)}, args...)...)
 		if code != 2 || !strings.Contains(out, strings.TrimPrefix(args[0], "--")) {
 			t.Fatalf("%v: exit %d, want 2 naming the flag:\n%s", args, code, out)
 		}
@@ -918,7 +918,7 @@ func TestAutopilotMisconfigurationExits2(t *testing.T) {
 // refused, and its error says why, not "no leader reachable".
 func TestRefusedJoinerNamesTheReason(t *testing.T) {
 	first := systest.StartProc(t, t.TempDir())
-	code, out := systest.RunToExit(t, "--dir", t.TempDir(), "--port", "0", "--raft-addr", "127.0.0.1:0", "--join", first.Addr,
+	code, out := systest.RunToExit(t, "--dir", t.TempDir(), "--port", systest.FreePort(t), "--raft-addr", systest.FreeAddr(t), "--join", first.Addr,
 		"--worker-bits", "8", "--seq-bits", "14")
 	if code == 0 || !strings.Contains(out, "layout") || strings.Contains(out, "no leader reachable") {
 		t.Fatalf("joiner with another layout: exit %d, want a refusal naming the layout:\n%s", code, out)

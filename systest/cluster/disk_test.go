@@ -50,7 +50,7 @@ func refusal(t *testing.T, dir string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, systest.Binary(t), append([]string{"--port", "0", "--dir", dir}, args...)...)
+	cmd := exec.CommandContext(ctx, systest.Binary(t), append([]string{"--port", systest.FreePort(t), "--dir", dir}, args...)...)
 	out, err := cmd.CombinedOutput()
 	if ctx.Err() != nil {
 		t.Fatalf("the node neither served nor exited within a minute:\n%s", out)

@@ -139,13 +139,13 @@ func TestSaturationIsNotClockBack(t *testing.T) {
 // TestEpochInTheFutureRefused (item 9).
 func TestEpochInTheFutureRefused(t *testing.T) {
 	dir := t.TempDir()
-	code, out := systest.RunToExit(t, "--dir", dir, "--port", "0", "--epoch", "2030-01-01T00:00:00Z")
+	code, out := systest.RunToExit(t, "--dir", dir, "--port", systest.FreePort(t), "--epoch", "2030-01-01T00:00:00Z")
 	if code != 2 || !strings.Contains(out, "future") {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 	// 2^35 ms is about 398 days: an epoch 100 days ago leaves under a year.
 	epoch := time.Now().UTC().AddDate(0, 0, -100).Truncate(time.Second).Format(time.RFC3339)
-	code, out = systest.RunToExit(t, "--dir", dir, "--port", "0", "--epoch", epoch, "--time-bits", "35", "--worker-bits", "10", "--seq-bits", "18")
+	code, out = systest.RunToExit(t, "--dir", dir, "--port", systest.FreePort(t), "--epoch", epoch, "--time-bits", "35", "--worker-bits", "10", "--seq-bits", "18")
 	if code != 2 || !strings.Contains(out, "year") {
 		t.Fatalf("an epoch leaving no time bits: exit %d:\n%s", code, out)
 	}

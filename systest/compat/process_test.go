@@ -94,7 +94,7 @@ func TestKillNineUnderLoadNeverRepeats(t *testing.T) {
 func TestSecondProcessOnSameDirExits(t *testing.T) {
 	dir := t.TempDir()
 	systest.StartProc(t, dir)
-	code, out := systest.RunToExit(t, "--port", "0", "--dir", dir)
+	code, out := systest.RunToExit(t, "--port", systest.FreePort(t), "--dir", dir)
 	if code != 1 || !strings.Contains(out, "in use by another process") || !strings.Contains(out, dir) {
 		t.Fatalf("second process: exit %d, output:\n%s", code, out)
 	}
@@ -104,7 +104,7 @@ func TestChangedLayoutRefusesToStart(t *testing.T) {
 	dir := t.TempDir()
 	p := systest.StartProc(t, dir)
 	p.Shutdown()
-	code, out := systest.RunToExit(t, "--port", "0", "--dir", dir, "--gene-bits", "4")
+	code, out := systest.RunToExit(t, "--port", systest.FreePort(t), "--dir", dir, "--gene-bits", "4")
 	if code != 1 || !strings.Contains(out, "gene-bits=8") || !strings.Contains(out, "gene-bits=4") {
 		t.Fatalf("changed layout: exit %d, output:\n%s", code, out)
 	}

@@ -36,7 +36,7 @@ func TestCertOutsideItsValidityRefused(t *testing.T) {
 		certFile, keyFile, _ := testproc.SelfSignedWith(t, t.TempDir(), testproc.CertOptions{NotBefore: c.notBefore, NotAfter: c.notAfter})
 		// A node that takes the certificate runs on: it is ended after 30 s.
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		cmd := exec.CommandContext(ctx, systest.Binary(t), "--port", "0", "--dir", t.TempDir(), "--tls-cert", certFile, "--tls-key", keyFile)
+		cmd := exec.CommandContext(ctx, systest.Binary(t), "--port", systest.FreePort(t), "--dir", t.TempDir(), "--tls-cert", certFile, "--tls-key", keyFile)
 		b, _ := cmd.CombinedOutput()
 		cancel()
 		code, out := cmd.ProcessState.ExitCode(), string(b) // -1: ended after 30 s
@@ -176,7 +176,7 @@ func TestSIGHUPReloadsTheCertificate(t *testing.T) {
 // the process logs until it listens leave it running and serving, and
 // SIGTERM then ends it with status 0.
 func TestSIGHUPDuringTheStartDoesNotKill(t *testing.T) {
-	cmd := exec.Command(systest.Binary(t), "--port", "0", "--dir", t.TempDir())
+	cmd := exec.Command(systest.Binary(t), "--port", systest.FreePort(t), "--dir", t.TempDir())
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

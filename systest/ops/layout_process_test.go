@@ -137,7 +137,7 @@ func TestFiftyThreeBitsInTensOfMilliseconds(t *testing.T) {
 		{[]string{"--id-bits", "53", "--time-unit", "10ms", "--time-bits", "37", "--worker-bits", "6", "--seq-bits", "10", "--gene-bits", "6"},
 			[]string{"time-bits=38", "time-bits=37"}},
 	} {
-		code, out := systest.RunToExit(t, append([]string{"--port", "0", "--dir", dir}, other.args...)...)
+		code, out := systest.RunToExit(t, append([]string{"--port", systest.FreePort(t), "--dir", dir}, other.args...)...)
 		for _, w := range other.want {
 			if code != 1 || !strings.Contains(out, w) {
 				t.Fatalf("restart with %v: exit %d, want 1 naming %q:\n%s", other.args, code, w, out)
@@ -213,7 +213,7 @@ func TestLayoutLifetimeVisible(t *testing.T) {
 	if id, err := p.Client().Do(context.Background(), "NEXTID").Int64(); err != nil || id <= 0 {
 		t.Fatalf("NEXTID: %d, %v", id, err)
 	}
-	code, out := systest.RunToExit(t, append(widths, "--epoch", leave(180*24*time.Hour), "--dir", t.TempDir(), "--port", "0")...)
+	code, out := systest.RunToExit(t, append(widths, "--epoch", leave(180*24*time.Hour), "--dir", t.TempDir(), "--port", systest.FreePort(t))...)
 	if code != 2 || !strings.Contains(out, "fewer than a year left") {
 		t.Fatalf("half a year left: exit %d, output:\n%s", code, out)
 	}

@@ -139,7 +139,7 @@ func TestPublicIDsAcrossThreeProcesses(t *testing.T) {
 	}
 	other := make([]byte, engine.PublicKeyLen)
 	rand.Read(other)
-	code, out := systest.RunToExit(t, "--port", "0", "--raft-addr", "127.0.0.1:0", "--dir", t.TempDir(),
+	code, out := systest.RunToExit(t, "--port", systest.FreePort(t), "--raft-addr", systest.FreeAddr(t), "--dir", t.TempDir(),
 		"--join", "127.0.0.1:"+members[1].Port, "--public-key", hex.EncodeToString(other))
 	if code != 1 || !strings.Contains(out, engine.PublicKeyFingerprint(other)) || !strings.Contains(out, fingerprints[0]) ||
 		strings.Contains(out, hex.EncodeToString(other)) {
@@ -161,10 +161,10 @@ func TestPublicIDsAcrossThreeProcesses(t *testing.T) {
 func TestPublicKeyFlag(t *testing.T) {
 	for _, bad := range []string{"abc", strings.Repeat("0", 63), strings.Repeat("0", 66), strings.Repeat("x", 64)} {
 		dir := t.TempDir() + "/data"
-		if code, out := systest.RunToExit(t, "--port", "0", "--dir", dir, "--public-key", bad); code != 2 || !strings.Contains(out, "--public-key") {
+		if code, out := systest.RunToExit(t, "--port", systest.FreePort(t), "--dir", dir, "--public-key", bad); code != 2 || !strings.Contains(out, "--public-key") {
 			t.Errorf("--public-key %q: exit %d, output:\n%s", bad, code, out)
 		}
-		if code, out := systest.RunToExitEnv(t, []string{"IDSERVER_PUBLIC_KEY=" + bad}, "--port", "0", "--dir", dir); code != 2 || !strings.Contains(out, "public-key") {
+		if code, out := systest.RunToExitEnv(t, []string{"IDSERVER_PUBLIC_KEY=" + bad}, "--port", systest.FreePort(t), "--dir", dir); code != 2 || !strings.Contains(out, "public-key") {
 			t.Errorf("IDSERVER_PUBLIC_KEY=%q: exit %d, output:\n%s", bad, code, out)
 		}
 	}
@@ -220,7 +220,7 @@ func TestPublicKeyFlag(t *testing.T) {
 
 	other := make([]byte, engine.PublicKeyLen)
 	rand.Read(other)
-	code, out := systest.RunToExit(t, "--port", "0", "--dir", dir, "--public-key", hex.EncodeToString(other))
+	code, out := systest.RunToExit(t, "--port", systest.FreePort(t), "--dir", dir, "--public-key", hex.EncodeToString(other))
 	if code != 1 || !strings.Contains(out, engine.PublicKeyFingerprint(other)) || !strings.Contains(out, engine.PublicKeyFingerprint(key)) ||
 		strings.Contains(out, hex.EncodeToString(key)) || strings.Contains(out, hex.EncodeToString(other)) {
 		t.Fatalf("a restart with another --public-key: exit %d, output:\n%s", code, out)

@@ -386,8 +386,8 @@ func TestForgedRaftTrafficOverTLSIsRefused(t *testing.T) {
 // joins and serves; a node with another is refused at join, naming the
 // flag, and the cluster keeps one member.
 func TestClusterSecret(t *testing.T) {
-	first := systest.StartProc(t, t.TempDir(), "--requirepass", "pw", "--cluster-secret", "s3cret", "--raft-addr", "127.0.0.1:0")
-	second, err := systest.Launch(t, t.TempDir(), []string{"IDSERVER_CLUSTER_SECRET=s3cret"}, "--requirepass", "pw", "--raft-addr", "127.0.0.1:0", "--join", first.Addr)
+	first := systest.StartProc(t, t.TempDir(), "--requirepass", "pw", "--cluster-secret", "s3cret", "--raft-addr", systest.FreeAddr(t))
+	second, err := systest.Launch(t, t.TempDir(), []string{"IDSERVER_CLUSTER_SECRET=s3cret"}, "--requirepass", "pw", "--raft-addr", systest.FreeAddr(t), "--join", first.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,7 +397,7 @@ func TestClusterSecret(t *testing.T) {
 	if err := rdb.Incr(ctx, "orders").Err(); err != nil {
 		t.Fatalf("INCR on the member that joined with the same cluster secret: %v", err)
 	}
-	p, err := systest.Launch(t, t.TempDir(), nil, "--requirepass", "pw", "--cluster-secret", "other", "--raft-addr", "127.0.0.1:0", "--join", first.Addr)
+	p, err := systest.Launch(t, t.TempDir(), nil, "--requirepass", "pw", "--cluster-secret", "other", "--raft-addr", systest.FreeAddr(t), "--join", first.Addr)
 	out := systest.WaitExit(t, p, err)
 	if code := p.Cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(out, "is --cluster-secret, or --requirepass, the same on every node?") {
 		t.Fatalf("a joiner with another cluster secret: exit %d, want 1 naming --cluster-secret:\n%s", code, out)
@@ -418,15 +418,15 @@ func TestClusterSecret(t *testing.T) {
 // TestProtectedMode: bound beyond loopback with no secret, a node refuses
 // to start (exit 2, the remedy named) and touches no directory; with
 // --protected-mode no, or with a cluster secret, it starts. (Bound to
-// 0.0.0.0 only on port 0, and reached on 127.0.0.1.)
+// 0.0.0.0 on a port from FreePort, and reached on 127.0.0.1.)
 func TestProtectedMode(t *testing.T) {
 	dir := t.TempDir() + "/data"
 	for _, tc := range []struct {
 		args []string
 		flag string
 	}{
-		{[]string{"--bind", "0.0.0.0", "--port", "0"}, `--bind "0.0.0.0"`},
-		{[]string{"--bind", "127.0.0.1", "--port", "0", "--raft-addr", "0.0.0.0:0"}, `--raft-addr "0.0.0.0"`},
+		{[]string{"--bind", "0.0.0.0", "--port", systest.FreePort(t)}, `--bind "0.0.0.0"`},
+		{[]string{"--bind", "127.0.0.1", "--port", systest.FreePort(t), "--raft-addr", "0.0.0.0:0"}, `--raft-addr "0.0.0.0"`},
 	} {
 		code, out := systest.RunToExit(t, append(tc.args, "--dir", dir)...)
 		if code != 2 || !strings.Contains(out, "protected mode: "+tc.flag+" is not a loopback address and no secret is set") ||
@@ -437,7 +437,7 @@ func TestProtectedMode(t *testing.T) {
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("a node refused by protected mode touched --dir: %v", err)
 	}
-	everywhere := []string{"--bind", "0.0.0.0", "--advertise", "127.0.0.1:0", "--raft-addr", "127.0.0.1:0"}
+	everywhere := []string{"--bind", "0.0.0.0", "--advertise", "127.0.0.1:0", "--raft-addr", systest.FreeAddr(t)}
 	for _, tc := range []struct {
 		env  []string
 		args []string

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"idserver/cluster"
+	"idserver/internal/testproc"
 	idnode "idserver/node"
 )
 
@@ -15,6 +16,7 @@ import (
 // sends none (one older than the field, here a node with no version)
 // shows "unknown".
 func TestMembersShowTheirBuild(t *testing.T) {
+	testproc.Long(t)
 	builds := map[string][2]string{"n1": {"1.0.0", "aaaa"}, "n2": {"1.1.0", "bbbb-dirty"}, "n3": {"", ""}}
 	var nodes []*node
 	for i := 1; i <= 3; i++ {

@@ -522,6 +522,7 @@ func newTags(t *testing.T, rdb *redis.Client, prefix string, count int) int64 {
 // garbled entry is: the start is refused, naming it (QA: such a directory
 // started once the check skipped every entry up to the snapshot).
 func TestUndecodableEntryBelowTheSnapshotIsRefused(t *testing.T) {
+	testproc.Long(t)
 	n := startNode(t, "n1", t.TempDir(), nil, 64)
 	newTags(t, n.rdb, "t", 200)
 	if err := n.cl.Snapshot(); err != nil {

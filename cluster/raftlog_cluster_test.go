@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"idserver/cluster"
+	"idserver/internal/testproc"
 	idnode "idserver/node"
 )
 
@@ -55,6 +56,7 @@ func (c *errorCounter) counts() (lines, messages int, folded int64) {
 // (heartbeats, replication) are logged once per fold interval each, the
 // later lines counting the repeats folded.
 func TestDeadMemberDoesNotFloodTheLeadersLog(t *testing.T) {
+	testproc.Long(t)
 	const fold, window = 2 * time.Second, 10 * time.Second
 	t.Cleanup(cluster.SetRaftLogFold(fold))
 	var mu sync.Mutex

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"idserver/cluster"
+	"idserver/internal/testproc"
 	idnode "idserver/node"
 )
 
@@ -16,6 +17,7 @@ import (
 // out values of a tag. Its GET of that tag must not answer below them: it
 // cannot confirm it leads, so it answers ErrNoLeader (TRYAGAIN).
 func TestDeposedLeaderAnswersNoStaleGET(t *testing.T) {
+	testproc.Long(t)
 	// Heartbeat and election timeouts of hb: the default 500 ms scaled.
 	timings := func(hb time.Duration) func(*idnode.Config) {
 		return func(c *idnode.Config) { c.RaftTimeoutScale = float64(hb) / float64(cluster.TimingFor(1).Heartbeat) }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"idserver/internal/testproc"
 )
 
 // TestTagsOfAnyBytesAcrossNodes: tags whose names are not UTF-8, among
@@ -12,6 +14,7 @@ import (
 // installed by a new node from a snapshot: every tag keeps its own
 // counter, and the new node issues above every value handed out.
 func TestTagsOfAnyBytesAcrossNodes(t *testing.T) {
+	testproc.Long(t)
 	nodes := startCluster(t, 3, 16)
 	ctx := context.Background()
 	l := leader(t, nodes)

@@ -659,7 +659,7 @@ func roundAll(ds []time.Duration) []time.Duration {
 // joins at once, no operator step, and the dead members' worker IDs are
 // reused. CI replaces each pod once; the long runs (docs/operations.md):
 //
-//	IDSERVER_ROLLING_ROUNDS=30 IDSERVER_ROLLING_WORKER_BITS=4 go test ./cmd/idserver -run 'TestRollingReplacementEphemeral$' -v
+//	IDSERVER_ROLLING_ROUNDS=30 IDSERVER_ROLLING_WORKER_BITS=4 go test ./systest/autopilot -run 'TestRollingReplacementEphemeral$' -v
 //
 // with IDSERVER_ROLLING_SIZE=5 for five pods, IDSERVER_ROLLING_SET_EVERY
 // (a duration, 0 for none) for the SET load, IDSERVER_ROLLING_TRACE=1 to
@@ -1071,7 +1071,7 @@ func (l latency) String() string {
 // refill through the leader) on each, with no other load. Each size is one
 // whole measurement, whatever b.N:
 //
-//	go test ./cmd/idserver -run '^$' -bench ClusterLatency -benchtime 1x -v
+//	go test ./systest/autopilot -run '^$' -bench ClusterLatency -benchtime 1x -v
 func BenchmarkClusterLatency(b *testing.B) {
 	for _, size := range []int{5, 25} {
 		b.Run(fmt.Sprintf("nodes=%d", size), func(b *testing.B) {

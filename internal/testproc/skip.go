@@ -64,14 +64,18 @@ func Need(t testing.TB, program string) string {
 	return path
 }
 
-// PythonRedis returns /usr/bin/python3 when it imports redis-py, or "" and
-// a sentence that says it is missing and the line that installs it.
+// PythonRedis returns the path of python3 on PATH when it imports
+// redis-py, or "" and a sentence that says what is missing and the line
+// that installs it.
 func PythonRedis() (python, missing string) {
-	const path = "/usr/bin/python3"
-	if err := exec.Command(path, "-c", "import redis").Run(); err != nil {
-		return "", "redis-py not found for " + path + ": apt-get install python3-redis"
+	python, missing = Find("python3")
+	if python == "" {
+		return "", missing
 	}
-	return path, ""
+	if err := exec.Command(python, "-c", "import redis").Run(); err != nil {
+		return "", "redis-py not found for " + python + ": apt-get install python3-redis"
+	}
+	return python, ""
 }
 
 // NeedPythonRedis is PythonRedis for a test, which it skips when redis-py

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -68,9 +69,9 @@ func Need(t testing.TB, program string) string {
 // redis-py, or "" and a sentence that says what is missing and the line
 // that installs it.
 func PythonRedis() (python, missing string) {
-	python, missing = Find("python3")
-	if python == "" {
-		return "", missing
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		return "", "python3 not found on PATH: apt-get install python3-redis"
 	}
 	if err := exec.Command(python, "-c", "import redis").Run(); err != nil {
 		return "", "redis-py not found for " + python + ": apt-get install python3-redis"
@@ -93,9 +94,9 @@ func NeedPythonRedis(t testing.TB) string {
 // IDSERVER_NODE_MODULES names when it holds every one of modules, or a
 // sentence that says what is missing and how to install it.
 func NodeModules(modules ...string) (node, dir, missing string) {
-	node, missing = Find("node")
-	if node == "" {
-		return "", "", missing
+	node, err := exec.LookPath("node")
+	if err != nil {
+		return "", "", "node not found on PATH: apt-get install nodejs, then npm install " + strings.Join(modules, " ") + " in a folder and set IDSERVER_NODE_MODULES to its node_modules (.ci/run does)"
 	}
 	dir = os.Getenv("IDSERVER_NODE_MODULES")
 	for _, m := range modules {

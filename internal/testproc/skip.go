@@ -122,6 +122,6 @@ func NeedNodeModules(t testing.TB, modules ...string) (node, dir string) {
 func NeedRoot(t testing.TB, what string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skipf("%s needs root: run the test as root (.ci/run does)", what)
+		t.Skipf("%s needs root: run the test as root, as CI does", what)
 	}
 }

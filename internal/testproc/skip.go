@@ -65,18 +65,27 @@ func Need(t testing.TB, program string) string {
 	return path
 }
 
-// PythonRedis returns the path of python3 on PATH when it imports
-// redis-py, or "" and a sentence that says what is missing and the line
-// that installs it.
+// PythonRedis returns the first python3 on PATH that imports redis-py
+// (Debian's python3-redis serves /usr/bin/python3, which a pyenv shim
+// may come before), or "" and a sentence that says what is missing and the
+// line that installs it.
 func PythonRedis() (python, missing string) {
-	python, err := exec.LookPath("python3")
-	if err != nil {
-		return "", "python3 not found on PATH: apt-get install python3-redis"
+	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
+		path := filepath.Join(dir, "python3")
+		if _, err := exec.LookPath(path); err != nil {
+			continue
+		}
+		if exec.Command(path, "-c", "import redis").Run() == nil {
+			return path, ""
+		}
+		if missing == "" {
+			missing = "redis-py not found for " + path + ": apt-get install python3-redis"
+		}
 	}
-	if err := exec.Command(python, "-c", "import redis").Run(); err != nil {
-		return "", "redis-py not found for " + python + ": apt-get install python3-redis"
+	if missing == "" {
+		missing = "python3 not found on PATH: apt-get install python3-redis"
 	}
-	return python, ""
+	return "", missing
 }
 
 // NeedPythonRedis is PythonRedis for a test, which it skips when redis-py

@@ -14,7 +14,7 @@ import (
 
 // Anomaly is one broken promise, with the ops that show it.
 type Anomaly struct {
-	At     time.Duration // when the campaign saw it (for anomalies without ops)
+	At     time.Duration // since the campaign's start, when it showed (for anomalies without ops)
 	Kind   string
 	Msg    string
 	Ops    []*Op
@@ -69,7 +69,7 @@ const maxListed = 5
 
 type checker struct {
 	// tainted is when the cluster first accepted a membership mistake the
-	// spec says it must refuse; later anomalies may follow from it and are
+	// docs say it refuses (docs/operations.md, "Mistakes the cluster refuses"); later anomalies may follow from it and are
 	// counted under kind+afterMistake.
 	tainted  time.Duration
 	h        *History
@@ -241,7 +241,7 @@ func (c *checker) increasing(kind string, groups map[string][]*Op, lo, hi func(*
 // GENEIDs of one node, worker ID and gene, for requests that do not overlap
 // in time. Per worker: a node whose clock went back further than
 // --max-borrow takes a fresh worker ID, and its order restarts with it
-// (SPEC section 9). The campaign runs the default layout (10 worker bits
+// (docs/guarantees.md, promise 2). The campaign runs the default layout (10 worker bits
 // above 12 sequence bits).
 func (c *checker) idOrder() {
 	worker := func(id int64) int64 { return id >> 12 & 1023 }
@@ -398,7 +398,7 @@ func (c *checker) lowered(tag string, after *Op, below int64, by time.Duration) 
 }
 
 // refusedSets: SET v succeeds whenever no value above v was issued to a
-// client (SPEC section 3). A raising SET refused with "values never go back"
+// client (docs/commands.md, SET). A raising SET refused with "values never go back"
 // is an anomaly when no request sent before the refusal could have given a
 // client a value above v: no allocation acknowledged above v, none whose
 // outcome is unknown, and no SET above v.

@@ -77,7 +77,7 @@ func TestCheckerFindsEachAnomaly(t *testing.T) {
 		{"clockback", []*Op{{Kind: KNextID, Slot: 1, Err: "-CLOCKBACK clock is 5 ms behind issued IDs", Outcome: Refused, Start: ms(30), End: ms(31)}}},
 	}
 	// A SET meant to lower, answered OK below an earlier floor but above
-	// every value issued, is what the spec allows.
+	// every value issued, is allowed (docs/commands.md, SET).
 	lowerFloor := &History{}
 	for _, op := range []*Op{alloc("a", "f", 1, 100, 0, 1), set("f", 5000, OK, 2, 3), {Kind: KSet, Key: "f", N: 3000, Lower: true, Start: ms(4), End: ms(5)}} {
 		lowerFloor.addOp(op)

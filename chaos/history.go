@@ -187,7 +187,7 @@ type History struct {
 type removal struct {
 	Proc   int
 	NodeID string
-	At     time.Duration // when the campaign saw it gone from the leader's member list
+	At     time.Duration // when the leader's member list first lacked it
 }
 
 func (h *History) addRemoval(r removal) {

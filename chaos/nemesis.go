@@ -733,8 +733,8 @@ func (nm *nemesis) newNodeID(slot int) string {
 	return fmt.Sprintf("n%d-r%d", slot, nm.seq)
 }
 
-// forgetLive forgets a running node (an operator's FORGET, the one the
-// spec names as a mistake the cluster must survive: the node runs on),
+// forgetLive forgets a running node (an operator's FORGET of a node that
+// runs on, a mistake the cluster survives: docs/operations.md, "A cluster"),
 // starts its replacement (new node ID, new directory and ports: the
 // forgotten process still holds the old ones) while it runs on, keeps a
 // client on the forgotten one for the hold, then kills it.
@@ -782,7 +782,8 @@ func (nm *nemesis) forgetLive(ctx context.Context, n *node, f Fault, ev *FaultEv
 
 // wipeSameID kills a node and starts it on an empty directory under the
 // same node ID at the same address, --join the others (a replaced disk
-// under a member's name), which the spec says is refused. Refused, the
+// under a member's name), which is refused (docs/operations.md, "Mistakes
+// the cluster refuses"). Refused, the
 // pod gets what a StatefulSet without volumes gives it: a new empty
 // directory and a new node ID at the same address, no FORGET.
 func (nm *nemesis) wipeSameID(n *node, ev *FaultEvent) {

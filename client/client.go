@@ -26,7 +26,7 @@ var (
 	// the last one it handed out for longer than a failover explains
 	// (strictRestartAfter): the node's clock went back further than it
 	// could borrow and it took a fresh worker ID, whose IDs start from its
-	// clock (SPEC section 9). The IDs stay unique; the order restarts. The
+	// clock (docs/guarantees.md, promise 2). The IDs stay unique; the order restarts. The
 	// next call hands out IDs increasing from the new start.
 	ErrOrderRestarted = errors.New("idclient: the server's ID order restarted (its clock went back and it took a fresh worker ID)")
 )

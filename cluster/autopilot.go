@@ -88,6 +88,9 @@ type MemberHealth struct {
 	// field.
 	Version string `json:"version,omitempty"`
 	Commit  string `json:"commit,omitempty"`
+	// LastIndex is the last entry of the member's Raft log, from its last
+	// answer to the leader; 0 when it has not answered.
+	LastIndex uint64 `json:"last_index,omitempty"`
 }
 
 // leaderView is the leader's health of every member, as a follower got it
@@ -424,9 +427,11 @@ func (p *pilot) healthList() []MemberHealth {
 		case string(id) == p.c.cfg.NodeID:
 			h.LastContactMS = 0
 			h.Version, h.Commit = p.c.cfg.Version, p.c.cfg.Commit
+			h.LastIndex = srv.Stats.LastIndex
 		case ok:
 			h.LastContactMS = now.Sub(last).Milliseconds()
 			h.Version, h.Commit = p.builds[string(id)].version, p.builds[string(id)].commit
+			h.LastIndex = srv.Stats.LastIndex
 		}
 		out = append(out, h)
 	}
@@ -529,7 +534,7 @@ func (p voterPromoter) CalculatePromotionsAndDemotions(conf *autopilot.Config, s
 	// quorum small; but a voter that is only slow or cut off then may
 	// take the demotion, stop campaigning and hold the longest log: if the
 	// leader is cut off at that moment, no other voter can win an election
-	// until it is back (the fault campaign saw 57 s without a leader). A
+	// until it is back. A
 	// promotion first leaves that node a voter, and the voter count it
 	// raises for a round tolerates as many failures as the demotion's
 	// would: three of four voters alive against two of two.

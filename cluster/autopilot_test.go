@@ -179,10 +179,9 @@ func TestNewLeaderInheritsSilences(t *testing.T) {
 }
 
 // TestRejoinerIsNotDeadForItsOldSilence: a member removed as dead and
-// joining again under its node ID (its pod back on its volume) was removed
-// again 0.1 s after its join (QA: "removing a dead member: not heard from
-// silent_for=20.949s"): the leader still had the old silence. Its join is
-// hearing from it.
+// joining again under its node ID (its pod back on its volume) is not
+// removed again for the silence the leader recorded before it was removed:
+// its join is hearing from it.
 func TestRejoinerIsNotDeadForItsOldSilence(t *testing.T) {
 	now := time.Now()
 	p := &pilot{c: &Cluster{cfg: Config{NodeID: "n1", DeadMemberAfter: 3 * time.Second}},

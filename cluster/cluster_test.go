@@ -448,8 +448,8 @@ func TestNewNodeRestoresFromSnapshot(t *testing.T) {
 // compacts its log past the follower's end catches up by a snapshot. Raft
 // keeps the follower's older entries and appends the new ones after the
 // snapshot's index, so its log has a gap below the snapshot, which Raft
-// never reads. The follower must start again on that directory (the fault
-// campaign saw three such nodes refused as damaged).
+// never reads. The follower must start again on that directory, not be
+// refused as damaged.
 func TestRestartAfterInstallingASnapshot(t *testing.T) {
 	testproc.Long(t)
 	nodes := startCluster(t, 3, 64)
@@ -519,8 +519,8 @@ func newTags(t *testing.T, rdb *redis.Client, prefix string, count int) int64 {
 // at or below its snapshot (the trailing logs) are what a leader sends a
 // follower that lags; one that does not decode stops that replication for
 // good. A gap there is no damage (TestRestartAfterInstallingASnapshot), a
-// garbled entry is: the start is refused, naming it (QA: such a directory
-// started once the check skipped every entry up to the snapshot).
+// garbled entry is: the start is refused, naming it (a check that skipped
+// every entry up to the snapshot would let such a directory start).
 func TestUndecodableEntryBelowTheSnapshotIsRefused(t *testing.T) {
 	testproc.Long(t)
 	n := startNode(t, "n1", t.TempDir(), nil, 64)
@@ -575,8 +575,8 @@ func snapshots(t *testing.T, dir string) []*raft.SnapshotMeta {
 
 // TestCorruptSnapshotIsRefused: the newest snapshot's state.bin damaged,
 // Raft falls back to the older one and reads the log from just above it,
-// where the entries were compacted away after the newest: it panicked
-// ('log not found', QA). The start is refused, naming the snapshot; with no
+// where the entries were compacted away after the newest, and panics
+// ('log not found'). The start is refused, naming the snapshot; with no
 // snapshot that opens, too (Raft said only 'failed to load any existing
 // snapshots').
 func TestCorruptSnapshotIsRefused(t *testing.T) {

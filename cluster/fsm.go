@@ -27,9 +27,9 @@ const (
 	entrySet    byte = 2 // tag, v[, cond[, rev]]: set the tag to v (cond: setNX, setXX; rev: see applySet; absent in old entries)
 	entryJoin   byte = 3 // node ID, raft address, RESP address, now ms, lease ms[, zone[, boot]]: a new member, with a worker ID and its first lease
 	entryForget byte = 4 // node ID: gone for good, its worker ID free for reuse above its last lease
-	// 5 was the replicated high-water, replaced by worker leases.
+	// 5 is retired: this build writes none, and no other entry takes the number.
 	entryInit  byte = 6 // cluster ID, layout: the cluster's identity, once, at bootstrap
-	entryLease byte = 7 // node ID, worker ID, end ms[, incarnation]: extend the node's lease on its worker ID (incarnation: restart.go)
+	entryLease byte = 7 // node ID, worker ID, end ms[, incarnation]: extend the node's lease on its worker ID (incarnation: incarnation.go)
 	entryAddrs byte = 8 // node ID, raft address, RESP address[, zone]: a member's new addresses (and zone)
 	// entryRecover: node ID, now ms, value skip, time skip, new cluster ID:
 	// the node restarted the cluster alone after the quorum was lost for good
@@ -44,7 +44,7 @@ const (
 	// 12 and 13 were never used (left to branches that added entries at once).
 	// entryFresh: node ID, the worker it issued on, now ms, lease ms: the
 	// node takes a fresh worker ID whose previous lease ended below now, and
-	// retires the one it holds (fresh.go).
+	// retires the one it holds (freshworker.go).
 	entryFresh byte = 14
 )
 
@@ -59,8 +59,8 @@ const (
 // tagState is one tag: the last value allocated to any node, and the floor
 // from SET. Values handed out are above both.
 //
-// It also keeps what a SET needs to lower the tag safely (SPEC section 3:
-// values reserved but never issued do not count): Rev changes with every
+// It also keeps what a SET needs to lower the tag safely (values reserved
+// but never issued do not count: docs/commands.md, SET): Rev changes with every
 // allocation and SET, so a SET commits only over the state it was checked
 // against; Nodes holds what each node was last allocated; Bound is a value
 // that may have been issued by nodes no longer tracked (allocations from
@@ -147,11 +147,11 @@ type member struct {
 	JoinBoot     uint64 `json:"join_boot,omitempty"`
 	StartAboveMS int64  `json:"start_above_ms,omitempty"`
 	// Incarnation is the latest start of the node its lease renewals
-	// carried (restart.go): a start from a directory that says less runs
+	// carried (incarnation.go): a start from a directory that says less runs
 	// on a restored copy.
 	Incarnation uint64 `json:"incarnation,omitempty"`
 	// Retired: worker IDs the node issued on before its clock went back
-	// and it took a fresh one (fresh.go), held until their leases end.
+	// and it took a fresh one (freshworker.go), held until their leases end.
 	Retired []int64 `json:"retired,omitempty"`
 }
 
@@ -629,7 +629,7 @@ func (f *fsm) applyForget(d *decoder, b *persist.Batch, ch *changes) any {
 
 // leaseResult answers entryLease: the committed end, and, for an entry
 // that carries the node's incarnation, the incarnation and lease end the
-// state held before it (restart.go).
+// state held before it (incarnation.go).
 type leaseResult struct {
 	EndMS           int64
 	PrevIncarnation uint64

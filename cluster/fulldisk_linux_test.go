@@ -25,9 +25,9 @@ import (
 // and Raft answers an entry's future only once it is applied: a lease
 // renewal and a SET, which wait on that future, must fail within the
 // apply budget with ErrNoLeader naming the full disk, not wait until
-// space is freed (QA: a SET unanswered for 10 minutes, and the node's
-// lease renewal loop stuck, so that NEXTID said "the clock moved past the
-// worker lease (stepped forward?)"). Once space is freed both work again.
+// space is freed (a SET left unanswered, and the node's lease renewal loop
+// stuck, so that NEXTID would say "the clock moved past the worker lease
+// (stepped forward?)"). Once space is freed both work again.
 func TestLeaderOnAFullDiskAnswersWithinTheApplyBudget(t *testing.T) {
 	testproc.Long(t)
 	mnt := testproc.Tmpfs(t, "16m")
@@ -78,7 +78,7 @@ func TestLeaderOnAFullDiskAnswersWithinTheApplyBudget(t *testing.T) {
 		}
 	}
 	// The generator's high-water step fails eight times a window while the
-	// disk is full: logged once a second (QA: 19 lines a second).
+	// disk is full: logged once a second.
 	if n, full := steps.n.Load(), time.Since(start); n > int64(full/time.Second)+2 {
 		t.Errorf("%d 'high-water step failed' lines in the %v the disk was full, want one a second", n, full.Round(time.Millisecond))
 	}

@@ -355,8 +355,8 @@ func TestHandshakesUnderWayAreBounded(t *testing.T) {
 
 // TestSilentFloodDoesNotLockNodesOut: a process without the secret that
 // keeps twice maxHandshakes connections silent on the Raft port, opening
-// one again 10 ms after one is closed (a flood that held a follower's port
-// through a leader's death kept the cluster without a leader for 28 s),
+// one again 10 ms after one is closed (a flood that, holding a follower's
+// port through a leader's death, would leave the cluster without a leader),
 // does not keep a node with the secret out: each of 20 nodes gets in within
 // 2 s, retrying as Raft's transport does.
 func TestSilentFloodDoesNotLockNodesOut(t *testing.T) {

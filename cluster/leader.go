@@ -154,9 +154,9 @@ func (c *Cluster) TransferLeadership() error { return c.raft.LeadershipTransfer(
 
 // caughtUp returns once this leader's state machine has applied every
 // entry committed before its term began. A new leader may still be applying
-// what its predecessor committed (the fault campaign saw GET answer below a
-// value acknowledged just before a leader was killed): a Barrier, once per
-// term, waits for that.
+// what its predecessor committed, and would answer GET below a value
+// acknowledged just before the old leader died: a Barrier, once per term,
+// waits for that.
 func (c *Cluster) caughtUp() error {
 	_, err := c.caughtUpTerm()
 	return err

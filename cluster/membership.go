@@ -440,11 +440,11 @@ func (c *Cluster) PeerAddrs() []string {
 // memberAt is the member whose Raft address is addr ("" for none: a joiner
 // not yet a member), as the Raft configuration in this node's log has it:
 // the servers Raft dials. The state machine may lag the log: after every
-// node restarted at once, unsynced applies lost (a power cut), it named a
-// replaced member's old ID at its successor's address until a leader
-// committed again, and no stream reached a voter, so no leader was ever
-// elected (the fault campaign: replacements, then power-cut-all). The
-// state machine answers only before Raft started. It takes no lock.
+// node restarts at once with unsynced applies lost (a power cut), it can
+// name a replaced member's old ID at its successor's address until a
+// leader commits again, so a check against it would turn away every
+// stream to a voter and no leader would be elected. The state machine
+// answers only before Raft started. It takes no lock.
 func (c *Cluster) memberAt(addr string) string {
 	if r := c.started.Load(); r != nil {
 		if f := r.GetConfiguration(); f.Error() == nil {

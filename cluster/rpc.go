@@ -464,7 +464,7 @@ const (
 	opForgotten               // any: the leader is forgetting you
 	opStats                   // any: your Raft progress, for autopilot (with the leader's view of every member)
 	opIssued                  // any: answer the largest value of a tag handed out, dropping nothing (before a SET fences)
-	opFresh                   // leader: a fresh worker ID for a clock that went back (fresh.go)
+	opFresh                   // leader: a fresh worker ID for a clock that went back (freshworker.go)
 )
 
 // code is an error's sentinel on the wire.
@@ -545,7 +545,7 @@ type request struct {
 	Items    []allocItem `json:"items,omitempty"`
 	// View is the leader's health of every member (stats requests).
 	View []MemberHealth `json:"view,omitempty"`
-	// Incarnation is the sender's start count, in lease renewals (restart.go).
+	// Incarnation is the sender's start count, in lease renewals (incarnation.go).
 	Incarnation uint64 `json:"incarnation,omitempty"`
 }
 

@@ -82,7 +82,7 @@ func issueUntil(ids *idCollector, who string, rdb *redis.Client, stop chan struc
 	return &wg
 }
 
-// TestForgottenNodeThatRunsOn (item 4): CLUSTER FORGET of a node that keeps
+// TestForgottenNodeThatRunsOn: CLUSTER FORGET of a node that keeps
 // running, and a new node given its worker ID: the forgotten node stops
 // issuing when its lease ends, saying why, and no ID is issued twice. The
 // forgotten node restarted with its data is refused as removed.
@@ -179,7 +179,7 @@ func TestCutOffNodeStopsAtLeaseEnd(t *testing.T) {
 	t.Logf("cut off: %d NEXTIDs, then %q after %v; healed and issuing", served, "TRYAGAIN worker lease ended ...", time.Since(cut).Round(time.Millisecond))
 }
 
-// TestSetIsSeenByEveryMember (item 5): after SET tag v answers OK, INCR on
+// TestSetIsSeenByEveryMember: after SET tag v answers OK, INCR on
 // any node, on the connection that just drew from its buffer, is above v.
 func TestSetIsSeenByEveryMember(t *testing.T) {
 	testproc.Long(t)
@@ -304,7 +304,7 @@ func TestSetRefusedAfterWaitingForARemovedMemberDropsNothing(t *testing.T) {
 	t.Logf("SET refused after waiting %v for the removed member, %s's buffer whole", waited.Round(time.Millisecond), busy.id)
 }
 
-// TestSetRacingLargeIncrByDoesNotDeadlock (item 6): SET on the leader races
+// TestSetRacingLargeIncrByDoesNotDeadlock: SET on the leader races
 // INCRBY larger than the segment step on a follower for 20s; the follower's
 // state machine keeps applying, INFO answers, and it shuts down.
 func TestSetRacingLargeIncrByDoesNotDeadlock(t *testing.T) {

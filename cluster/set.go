@@ -15,7 +15,7 @@ import (
 )
 
 // Set sets tag to v, which may lower it below values reserved in buffers
-// but never issued (SPEC section 3). cond is "", "NX" (only if the tag
+// but never issued (docs/commands.md, SET). cond is "", "NX" (only if the tag
 // does not exist) or "XX" (only if it exists), decided in the same Apply.
 // It returns the tag's high-water before the SET and whether the tag
 // existed; whether the SET applied follows from cond and existed. A SET

@@ -13,7 +13,7 @@ import (
 	"idserver/internal/testproc"
 )
 
-// TestSetLowersBelowReservedValues (issue 8, item 3): SET succeeds
+// TestSetLowersBelowReservedValues: SET succeeds
 // whenever no value above it was issued to a client, whatever the nodes
 // hold in their buffers, and the next INCR answers v+1, as Redis does.
 func TestSetLowersBelowReservedValues(t *testing.T) {
@@ -52,7 +52,7 @@ func TestSetLowersBelowReservedValues(t *testing.T) {
 			t.Fatalf("SET below the value last issued: %v", err)
 		}
 		// A refused SET leaves no trace: the buffered values are still
-		// there, and INCR answers the next one (issue 19).
+		// there, and INCR answers the next one.
 		if v, err := n.rdb.Do(ctx, "INCR", "k").Int64(); err != nil || v != 2002 {
 			t.Fatalf("INCR k after a refused SET: %d %v, want 2002", v, err)
 		}

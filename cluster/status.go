@@ -26,6 +26,10 @@ type MemberStatus struct {
 	// others' as the leader last heard them; "unknown" when not heard, or
 	// from a member too old to say.
 	Version, Commit string
+	LeaseEndMS      int64 // committed end of its worker lease, ms since the epoch; 0 when it holds none
+	// Trails is how many Raft entries the member's log is behind the
+	// leader's, as the leader last heard both; -1 when unknown.
+	Trails int64
 }
 
 // Status is what CLUSTER INFO, INFO and the metrics report.
@@ -34,7 +38,7 @@ type Status struct {
 	ClusterID       string
 	Worker          int64           // -1 when this node holds none
 	LeaseEndMS      int64           // committed lease end of this node's worker ID, ID time
-	Retired         []RetiredWorker // worker IDs this node held before its clock went back (fresh.go)
+	Retired         []RetiredWorker // worker IDs this node held before its clock went back (freshworker.go)
 	Role            string
 	LeaderID        string
 	Leader          string // RESP address
@@ -50,6 +54,10 @@ type Status struct {
 	RaftAddr        string
 	AppliesProposed int64
 	Disk            DiskStatus // sync and commit latency, slow syncs, leaderships handed off for them
+	// FailureTolerance is how many voters the cluster can lose now and
+	// keep a quorum: healthy voters beyond a majority of the voters, 0
+	// without a leader or a health view.
+	FailureTolerance int
 }
 
 // Status reports this node's view of the cluster.
@@ -79,9 +87,15 @@ func (c *Cluster) Status() Status {
 		}
 	}
 	health := c.memberHealth()
+	var leaderIndex uint64
+	if h, ok := health[string(leaderID)]; ok {
+		leaderIndex = h.LastIndex
+	}
+	healthyVoters := 0
 	for i, m := range members {
 		members[i].Suffrage, members[i].Health, members[i].LastContactMS = "none", "unknown", -1
 		members[i].Version, members[i].Commit = "unknown", "unknown"
+		members[i].LeaseEndMS, members[i].Trails = c.fsm.lease(m.NodeID), -1
 		if m.NodeID == c.cfg.NodeID {
 			members[i].Version, members[i].Commit = orUnknown(c.cfg.Version), orUnknown(c.cfg.Commit)
 		}
@@ -93,6 +107,9 @@ func (c *Cluster) Status() Status {
 			if m.NodeID != c.cfg.NodeID {
 				members[i].Version, members[i].Commit = orUnknown(h.Version), orUnknown(h.Commit)
 			}
+			if h.LastIndex > 0 && leaderIndex > 0 {
+				members[i].Trails = int64(leaderIndex) - int64(h.LastIndex)
+			}
 			switch {
 			case h.Status == "failed":
 				members[i].Health = "failed"
@@ -102,12 +119,19 @@ func (c *Cluster) Status() Status {
 				members[i].Health = "unhealthy"
 			}
 		}
+		if members[i].Suffrage == "voter" && members[i].Health == "healthy" {
+			healthyVoters++
+		}
+	}
+	tolerance := 0
+	if leaderID != "" {
+		tolerance = max(0, healthyVoters-(voters/2+1))
 	}
 	return Status{
 		NodeID: c.cfg.NodeID, ClusterID: c.ClusterID(), Worker: worker, LeaseEndMS: c.fsm.lease(c.cfg.NodeID), Retired: c.Retired(),
 		Role: st["state"], LeaderID: string(leaderID), Leader: leader, Term: st["term"],
 		Members: members, Suffrage: c.suffrage(), Voters: voters, MaxVoters: c.cfg.Voters, Zone: c.cfg.Zone, FreeWorkers: c.fsm.freeWorkers(), AppliedIndex: c.fsm.applied(), CommitIndex: st["commit_index"],
-		RaftAddr: c.RaftAddr(), AppliesProposed: c.applies.Load(), Disk: c.disk.status(),
+		RaftAddr: c.RaftAddr(), AppliesProposed: c.applies.Load(), Disk: c.disk.status(), FailureTolerance: tolerance,
 	}
 }
 
@@ -145,12 +169,13 @@ func (s Status) Pairs() [][2]string {
 		{"raft_voters", fmt.Sprint(s.Voters)},
 		{"raft_max_voters", fmt.Sprint(s.MaxVoters)},
 		{"worker_ids_free", fmt.Sprint(s.FreeWorkers)},
+		{"raft_failure_tolerance", fmt.Sprint(s.FailureTolerance)},
 	}
 	// One line per member, as Redis lists replicas (slave0:ip=...,state=online).
 	for i, m := range s.Members {
 		pairs = append(pairs, [2]string{fmt.Sprintf("member%d", i), fmt.Sprintf(
-			"id=%s,worker=%d,resp=%s,raft=%s,suffrage=%s,health=%s,last_contact_ms=%d,zone=%s,version=%s,commit=%s",
-			m.NodeID, m.Worker, m.RESPAddr, m.RaftAddr, m.Suffrage, m.Health, m.LastContactMS, m.Zone, m.Version, m.Commit)})
+			"id=%s,worker=%d,resp=%s,raft=%s,suffrage=%s,health=%s,last_contact_ms=%d,zone=%s,lease_end_ms=%d,trails=%d,version=%s,commit=%s",
+			m.NodeID, m.Worker, m.RESPAddr, m.RaftAddr, m.Suffrage, m.Health, m.LastContactMS, m.Zone, m.LeaseEndMS, m.Trails, m.Version, m.Commit)})
 	}
 	return pairs
 }
@@ -168,3 +193,13 @@ func (c *Cluster) FreeWorkers() int64 { return c.fsm.freeWorkers() }
 
 // Applies is the number of log entries this node proposed as leader.
 func (c *Cluster) Applies() int64 { return c.applies.Load() }
+
+// DiskSpace is the free space on the data directory's file system and the
+// reserve below which the store refuses writes, in bytes; ok is false
+// where the file system cannot tell.
+func (c *Cluster) DiskSpace() (free, reserve uint64, ok bool) {
+	if c.cfg.Store == nil {
+		return 0, 0, false
+	}
+	return c.cfg.Store.Space()
+}

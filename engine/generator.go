@@ -836,8 +836,8 @@ func (g *Generator) ReserveAhead() error {
 // SwitchWorker moves the generator to a fresh worker ID, on which it
 // issues above startAboveMS (the end of the worker's previous lease) from
 // the wall clock on, within the lease leaseEndMS. It is how a node whose
-// clock went back further than the borrow goes on issuing (SPEC section
-// 9): the old worker's IDs lie below its lease end, which its holder no
+// clock went back further than the borrow goes on issuing
+// (docs/guarantees.md, promise 3): the old worker's IDs lie below its lease end, which its holder no
 // longer extends and the cluster does not hand out again below. The
 // logical clock restarts at the wall clock, so later IDs may be smaller
 // than earlier ones: per-node order restarts with the new worker.

@@ -329,7 +329,8 @@ func (s *Segments) Stop(err error) {
 // it hands out only values the source allocates after this call. It
 // returns the largest value handed to a caller (0 if none): a SET may then
 // lower the tag to anything at or above the largest such value of every
-// node (SPEC section 3: values reserved but never issued do not count).
+// node (values reserved but never issued do not count: docs/commands.md,
+// SET).
 func (s *Segments) Fence(tag string) (issued int64) {
 	b := s.buffer(tag)
 	b.mu.Lock()

@@ -199,10 +199,10 @@ func (f *fsmSource) set(s *Segments, tag string, r *rand.Rand) int64 {
 	return v
 }
 
-// TestSegmentsDirectDoesNotHoldTheBufferAcrossTheSource is the deadlock of
-// issue 7 item 6: Next(tag, n > step) held the tag's buffer lock across an
-// allocation that needs the state machine, while the state machine, applying
-// a SET, waited for that buffer lock (then in DropBelow, now in Fence).
+// TestSegmentsDirectDoesNotHoldTheBufferAcrossTheSource: Next(tag, n > step)
+// does not hold the tag's buffer lock across an allocation that needs the
+// state machine, since the state machine, applying a SET, waits for that
+// buffer lock in Fence: holding it would deadlock.
 func TestSegmentsDirectDoesNotHoldTheBufferAcrossTheSource(t *testing.T) {
 	testproc.Long(t)
 	const step = 10

@@ -122,6 +122,14 @@ func Lock(dir string) (*os.File, error) {
 	return lock, nil
 }
 
+// Space is the free space on the store's file system and the reserve below
+// which Room refuses writes, in bytes; ok is false where the file system
+// cannot tell.
+func (s *Store) Space() (free, reserve uint64, ok bool) {
+	free, ok = freeBytes(s.dir)
+	return free, s.reserve, ok
+}
+
 // Room says whether the file system has room for a write: ErrDiskFull when
 // less than the reserve is free. Pebble panics when a write to its log
 // fails (pebble v2.1.7, DB.commitWrite), so every write checks first and

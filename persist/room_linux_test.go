@@ -59,8 +59,8 @@ func TestFullDiskRefusesWritesAndRecovers(t *testing.T) {
 // a table (every store Close leaves so), reopened on a file system filled
 // to the last byte, is refused with ErrDiskFull at once. Pebble would
 // replay the log into a table, fail to write it and retry for ever,
-// spinning a core and logging an error per try (QA: 47,000 lines in 17 s,
-// the node never listening, SIGTERM unanswered). Once space is freed the
+// spinning a core and logging an error per try (the node never listening,
+// SIGTERM unanswered). Once space is freed the
 // store opens with every write.
 func TestOpenOnAFullDiskIsRefused(t *testing.T) {
 	mnt, dir, s := storeOnTmpfs(t)

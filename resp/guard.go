@@ -4,7 +4,7 @@ import (
 	"bytes"
 )
 
-// Limits bound what a client may send: SPEC section 8. They are checked as
+// Limits bound what a client may send (docs/guarantees.md, promise 5). They are checked as
 // the bytes arrive, so that a length prefix past them is refused before any
 // memory is set aside for it.
 type Limits struct {
@@ -15,7 +15,7 @@ type Limits struct {
 	PreAuthBulk int // before AUTH, when a password is set (as Redis: 16 KiB)
 }
 
-// DefaultLimits are SPEC section 8's limits.
+// DefaultLimits are the limits docs/guarantees.md states (promise 5).
 func DefaultLimits() Limits {
 	return Limits{MaxArgs: 1024, MaxBulk: 64 << 10, MaxInline: 64 << 10, PreAuthArgs: 10, PreAuthBulk: 16 << 10}
 }

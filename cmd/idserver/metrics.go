@@ -155,6 +155,9 @@ func (m *metricsServer) Describe(ch chan<- *prometheus.Desc) {
 		descTags, descBufTags, descBuffered, descVoters, descMembers, descFree, descAuthFail, descTLSExpiry, descDiskSync, descCommit, descSlowDisk, descHandoffs} {
 		ch <- d
 	}
+	for _, d := range healthDescs {
+		ch <- d
+	}
 }
 
 // Collect implements prometheus.Collector, reading the counters at scrape.
@@ -240,4 +243,38 @@ func (m *metricsServer) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descBufTags, float64(len(buffers)))
 	gauge(descBuffered, buffered)
+	collectHealth(src, cs, st, gauge)
+}
+
+// What the alert rules (deploy/prometheus) ask of one node: can it issue,
+// does it know a leader, how many voters may fail, how far its state
+// machine trails its log, how much disk it has above the reserve.
+var (
+	descCanIssue  = prometheus.NewDesc("idserver_can_issue", "1 while this node is a member and holds a worker lease that has not ended: NEXTID and GENEID answer.", nil, nil)
+	descHasLeader = prometheus.NewDesc("idserver_raft_has_leader", "1 if this node knows a Raft leader.", nil, nil)
+	descTolerance = prometheus.NewDesc("idserver_raft_failure_tolerance", "Voters the cluster can lose now and keep a quorum, in this node's view (0 without a leader).", nil, nil)
+	descCommitIdx = prometheus.NewDesc("idserver_raft_commit_index", "Last Raft index this node knows committed.", nil, nil)
+	descDiskFree  = prometheus.NewDesc("idserver_disk_free_bytes", "Free space on the data directory's file system; absent where it cannot tell.", nil, nil)
+	descReserve   = prometheus.NewDesc("idserver_disk_reserve_bytes", "Free space below which the store refuses writes (disk full); absent where it cannot tell.", nil, nil)
+
+	healthDescs = []*prometheus.Desc{descCanIssue, descHasLeader, descTolerance, descCommitIdx, descDiskFree, descReserve}
+)
+
+func collectHealth(src *metricSources, cs cluster.Status, st engine.Status, gauge func(*prometheus.Desc, float64, ...string)) {
+	b := func(v bool) float64 {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	leaseLeft := st.LeaseEndMS - (st.HighWaterMS - st.WindowAheadMS)
+	gauge(descCanIssue, b(st.LeaseEndMS > 0 && leaseLeft > 0 && !src.notMember()))
+	gauge(descHasLeader, b(cs.LeaderID != ""))
+	gauge(descTolerance, float64(cs.FailureTolerance))
+	commit, _ := strconv.ParseFloat(cs.CommitIndex, 64)
+	gauge(descCommitIdx, commit)
+	if free, reserve, ok := src.cl.DiskSpace(); ok {
+		gauge(descDiskFree, float64(free))
+		gauge(descReserve, float64(reserve))
+	}
 }

@@ -1,6 +1,6 @@
 package autopilot
 
-// Membership that runs itself (SPEC section 6), against real processes on
+// Membership that runs itself (docs/operations.md), against real processes on
 // loopback started as a Kubernetes StatefulSet starts its pods: fixed
 // addresses (the pods' DNS names), the same flags for every pod, --join
 // listing every pod (the headless Service), pod 0 first, each next pod once
@@ -544,7 +544,7 @@ func (s *statefulSet) settled(want int, alive func(int) bool, d time.Duration) {
 // IDSERVER_ROLLING_WORKER_BITS sets --worker-bits (default: the fewest
 // that give each pod one and leave one more, 4 worker IDs for 3 pods, so
 // that from the second replacement on each new pod takes a worker ID a
-// dead member held; the long runs use 4, as issue 17 says).
+// dead member held; the long runs use 4).
 func rolling(t *testing.T, size int, fresh bool, rounds int) {
 	bits := envInt("IDSERVER_ROLLING_WORKER_BITS", mbits.Len(uint(size)))
 	flags := append([]string{"--worker-bits", strconv.Itoa(bits), "--seq-bits", strconv.Itoa(22 - bits), "--worker-lease", "3s",

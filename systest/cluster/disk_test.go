@@ -1,6 +1,7 @@
 package cluster
 
-// Process tests of SPEC section 1.5 for the data directory: a node whose
+// Process tests of the data directory checks (docs/operations.md, "A
+// damaged directory is refused"): a node whose
 // directory was damaged after a real run (files removed, pages zeroed, one
 // half replaced by another copy) refuses to start, exit 1, with a message
 // naming the file and the remedy; no panic, no hang, no fresh bootstrap,
@@ -110,7 +111,7 @@ func unchanged(t *testing.T, dir string, before map[string][32]byte) {
 
 const remedy = "idserver restore BACKUP --dir NEWDIR"
 
-// TestLostPebbleWALIsRefused (issue 15, attack 2 as reported): after a kill
+// TestLostPebbleWALIsRefused: after a kill
 // -9, pebble/*.log removed. Pebble itself would open with its last flushed
 // state; the node refuses, and leaves raft/ and pebble/ as they were.
 func TestLostPebbleWALIsRefused(t *testing.T) {
@@ -141,8 +142,8 @@ func TestDeletedPebbleIsRefused(t *testing.T) {
 	}
 }
 
-// TestDeletedRaftDBIsRefused: raft.db removed under a Pebble state that says
-// the node is a member (it used to bootstrap afresh and panic in leaseLocal).
+// TestDeletedRaftDBIsRefused: a start with raft.db removed under a Pebble
+// state that says the node is a member is refused, not bootstrapped afresh.
 func TestDeletedRaftDBIsRefused(t *testing.T) {
 	dir := crashedNode(t)
 	db := filepath.Join(dir, "raft", "raft.db")
@@ -207,8 +208,8 @@ func neverAdmitted(t *testing.T, join string) string {
 
 // TestRaftLogWithoutClusterIdentityIsRefused: a Raft log that is not empty
 // beside a Pebble state with no cluster identity (here another node's
-// raft/ under a never-admitted joiner's pebble/): the start that used to
-// delete raft/ and bootstrap a new cluster is refused, and raft/ is kept.
+// raft/ under a never-admitted joiner's pebble/): the start is refused,
+// raft/ is kept, and no new cluster is bootstrapped.
 func TestRaftLogWithoutClusterIdentityIsRefused(t *testing.T) {
 	a := systest.StartProc(t, t.TempDir())
 	dir := neverAdmitted(t, a.Addr)

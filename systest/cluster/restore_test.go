@@ -1,6 +1,6 @@
 package cluster
 
-// Restores that cannot repeat (issue 15, attack 3): a data directory
+// Restores that cannot repeat: a data directory
 // restored from an older copy, on one node and on a member of three.
 
 import (

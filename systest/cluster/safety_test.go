@@ -23,7 +23,7 @@ import (
 	"idserver/node"
 )
 
-// TestJoinForgottenOnFirstStartIsRefused (item 1): a node started once on
+// TestJoinForgottenOnFirstStartIsRefused: a node started once on
 // its own (the --join forgotten) holds a one-node cluster; started again
 // with --join, it is refused with both cluster IDs and the remedy, and the
 // cluster is unchanged. Started on an empty directory it joins, and the two
@@ -57,7 +57,7 @@ func TestJoinForgottenOnFirstStartIsRefused(t *testing.T) {
 	t.Logf("refused a one-node cluster's directory at --join; after a clean join %d IDs from 2 nodes, no repeat", n)
 }
 
-// TestJoinerWithAnotherLayoutIsRefused (item 3).
+// TestJoinerWithAnotherLayoutIsRefused: a joiner with another layout is refused.
 func TestJoinerWithAnotherLayoutIsRefused(t *testing.T) {
 	a := systest.StartProc(t, t.TempDir())
 	p, err := systest.Launch(t, t.TempDir(), nil, "--join", a.Addr, "--worker-bits", "9", "--seq-bits", "13")
@@ -70,7 +70,7 @@ func TestJoinerWithAnotherLayoutIsRefused(t *testing.T) {
 	}
 }
 
-// TestBogusJoinChangesNothing (item 7): a client's CLUSTER JOIN naming an
+// TestBogusJoinChangesNothing: a client's CLUSTER JOIN naming an
 // address where no idserver answers is refused and leaves the cluster as
 // it was, across a restart; node-to-node requests are not on the RESP port.
 func TestBogusJoinChangesNothing(t *testing.T) {
@@ -109,7 +109,7 @@ func TestBogusJoinChangesNothing(t *testing.T) {
 	check()
 }
 
-// TestSaturationIsNotClockBack (item 8): demand beyond the layout waits for
+// TestSaturationIsNotClockBack: demand beyond the layout waits for
 // the clock; it never answers CLOCKBACK on a healthy clock.
 func TestSaturationIsNotClockBack(t *testing.T) {
 	a := systest.StartProc(t, t.TempDir())
@@ -136,7 +136,7 @@ func TestSaturationIsNotClockBack(t *testing.T) {
 	}
 }
 
-// TestEpochInTheFutureRefused (item 9).
+// TestEpochInTheFutureRefused: an --epoch in the future is refused at start.
 func TestEpochInTheFutureRefused(t *testing.T) {
 	dir := t.TempDir()
 	code, out := systest.RunToExit(t, "--dir", dir, "--port", systest.FreePort(t), "--epoch", "2030-01-01T00:00:00Z")
@@ -241,7 +241,7 @@ func TestQuorumLostForGood(t *testing.T) {
 	}
 }
 
-// TestSetWithAMemberPaused (item 5, processes): a member paused with
+// TestSetWithAMemberPaused (processes): a member paused with
 // SIGSTOP cannot confirm a SET, so SET answers an error naming it instead
 // of OK; after SIGCONT the retried SET answers OK and that member's next
 // value is above the floor.
@@ -301,8 +301,8 @@ func TestWipedMemberWithoutJoinStops(t *testing.T) {
 // TestWipedMemberWithNewIDWithoutJoinStops: the same with a new node ID (a
 // pod rescheduled with a fresh volume and a generated ID, started without
 // --join). Its old cluster's Raft streams name the old member, not this
-// node, and they must still make it stop: QA saw it issue worker 0's IDs
-// and a tag's first values again beside the live cluster for minutes.
+// node, and they must still make it stop: running on, it would issue
+// worker 0's IDs and a tag's first values again beside the live cluster.
 func TestWipedMemberWithNewIDWithoutJoinStops(t *testing.T) {
 	ms := systest.StartMembers(t, 3)
 	victim := ms[2]
@@ -320,10 +320,10 @@ func TestWipedMemberWithNewIDWithoutJoinStops(t *testing.T) {
 
 // TestClusterJoinCannotMoveTheLeader: a client's CLUSTER JOIN naming the
 // leader's own node ID with a Raft address where nothing answers must be
-// refused and change nothing. QA saw it rewrite the leader's Raft address in
+// refused and change nothing. Were the leader's Raft address rewritten in
 // the state machine (the leader answers its own identity without dialing the
-// address); after the next leader change every SET failed dialing that
-// address, and autopilot removed the live, healthy node as dead.
+// address), after the next leader change every SET would fail dialing that
+// address, and autopilot would remove the live, healthy node as dead.
 func TestClusterJoinCannotMoveTheLeader(t *testing.T) {
 	ms := systest.StartMembers(t, 3)
 	ctx := context.Background()
@@ -432,7 +432,7 @@ func waitMembers(t *testing.T, p *systest.Proc, id string, n int) {
 	}
 }
 
-// TestRecoverRefusedWhileMembersAnswer (issue 15, attack 4): --recover on a
+// TestRecoverRefusedWhileMembersAnswer: --recover on a
 // member while the other two run is refused, naming them and the remedy,
 // before anything changes: started again without the flag, the node is
 // the same member of the same three-node cluster, and every ID is unique.
@@ -636,9 +636,9 @@ func TestRemovedNodeWithoutJoinJoinsAgainThroughItsPeers(t *testing.T) {
 // TestRemovedNodeWhoseRejoinDidNotFinishStartsNoClusterOfItsOwn: a node
 // without --join, removed while down, whose directory was moved aside but
 // whose rejoin did not finish (refused: no free worker ID; no answer; killed)
-// is restarted as before. On its emptied directory it bootstrapped a cluster
-// of its own (QA: INCR answered 1 again, worker 0 beside the cluster's
-// worker 0); it must refuse, or, with the members it knew recorded by the
+// is restarted as before. On its emptied directory it must not bootstrap a
+// cluster of its own (INCR would answer 1 again, worker 0 beside the
+// cluster's worker 0); it must refuse, or, with the members it knew recorded by the
 // move, join its cluster again through them.
 func TestRemovedNodeWhoseRejoinDidNotFinishStartsNoClusterOfItsOwn(t *testing.T) {
 	members := systest.StartMembers(t, 3)

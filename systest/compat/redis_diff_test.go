@@ -159,7 +159,7 @@ var diffScripts = []diffScript{
 		cmd("SET s1 5 XX"), cmd("EXISTS s1"), cmd("SET s1 5 NX"), cmd("SET s1 9 NX"), cmd("SET s1 9 NX GET"),
 		cmd("GET s1"), cmd("SET s1 7 XX GET"), cmd("GET s1"), cmd("SET s2 3 GET"), cmd("INCR s1"),
 		cmd("SETNX s3 10"), cmd("SETNX s3 11"), cmd("INCR s3"), cmd("SETNX s3"),
-		// SET below values reserved in the buffer but never issued (issue 8, item 3).
+		// SET below values reserved in the buffer but never issued.
 		cmd("INCR d1"), cmd("INCR d1"), cmd("SET d1 100"), cmd("INCR d1"), cmd("SET d1 101"), cmd("INCR d1"),
 		cmd("SET s4 1 NX XX"), cmd("SET s4 1 XX NX"), cmd("SET s4 1 EX"), cmd("SET s4 1 EX x"), cmd("SET s4 1 PX 0"),
 		cmd("SET s4 1 EX 10 PX 10"), cmd("SET s4 1 FOO"), cmd("SET"), cmd("SET s4"), cmd("EXISTS s4"),

@@ -1,9 +1,9 @@
 package ops
 
-// Issue 15, attack 1: a process without the cluster secret (the test, as
+// Forged Raft traffic: a process without the cluster secret (the test, as
 // an attacker on the network) sends Raft RPCs and node-to-node requests to
-// every node's Raft port. On 55afd53 it took the cluster over: a term of
-// 5000, DBSIZE 0, INCR answering 1 again.
+// every node's Raft port. Every node refuses them: terms, DBSIZE and
+// members stay as they were, and INCR goes on above every earlier value.
 
 import (
 	"bufio"

@@ -5,7 +5,7 @@
 // loop today: read, EAGAIN, park, wake, read) or with one thread on an
 // epoll event loop of its own (golang.org/x/sys/unix; Redis's shape: one
 // read per readable event). Run one of each under redis-benchmark and
-// compare the processes' CPU per request (bench/RESULTS.md, issue 20):
+// compare the processes' CPU per request (bench/RESULTS.md, "An event loop of our own, measured"):
 //
 //	loopcost -mode net -port 7001 & loopcost -mode epoll -port 7002 &
 //	redis-benchmark -p 7001 -c 50 -P 1 -n 200000 INCR c

@@ -1,7 +1,7 @@
 package cluster
 
 // Fresh worker IDs: a node whose wall clock went back further than
-// --max-borrow (SPEC section 9) does not wait for the clock to catch up
+// --max-borrow (docs/guarantees.md, promise 3) does not wait for the clock to catch up
 // with the IDs it issued: it takes another worker ID, one whose previous
 // lease ended below its clock, and issues on it from the wall clock on.
 // Its old worker ID is retired: still held by the node (the member

@@ -1,7 +1,7 @@
 package cluster
 
 // What a starting node checks of its data directory before Raft runs on it
-// (SPEC section 1.5): the Raft log and the Pebble state must be the two
+// (docs/operations.md, "A damaged directory is refused"): the Raft log and the Pebble state must be the two
 // halves of one node's state, or the start is refused with the file named
 // and the remedy. Nothing is deleted or rebuilt here: a directory whose
 // Raft state is empty holds nothing to lose, any other one must agree with

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"idserver/cluster"
+	"idserver/internal/testproc"
 )
 
 // TestStatusReportsToleranceTrailsAndLeases: with three members every node
@@ -13,6 +14,7 @@ import (
 // it trails the leader (not unknown); once one member stops, the leader
 // reports 0.
 func TestStatusReportsToleranceTrailsAndLeases(t *testing.T) {
+	testproc.Long(t)
 	var nodes []*node
 	for i := 1; i <= 3; i++ {
 		var via *node

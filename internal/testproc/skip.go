@@ -30,6 +30,7 @@ var installLines = map[string]string{
 	"etcd":                      "apt-get install etcd-server",
 	"etcdctl":                   "apt-get install etcd-client",
 	"prometheus-redis-exporter": "apt-get install prometheus-redis-exporter",
+	"promtool":                  "apt-get install prometheus",
 	"node":                      "apt-get install nodejs",
 	"python3":                   "apt-get install python3",
 	"nsenter":                   "apt-get install util-linux",

@@ -6,6 +6,7 @@ package idclient
 import (
 	"context"
 	"crypto/tls"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -25,6 +26,17 @@ var binary string
 func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) != "" {
 		os.Exit(runUniqueHelper())
+	}
+	flag.Parse()
+	if testing.Short() {
+		// Every test that starts a server skips (testproc.Start), and so
+		// does Example, which reads from the one started below.
+		skip := "^Example$"
+		if s := flag.Lookup("test.skip").Value.String(); s != "" {
+			skip = s + "|" + skip
+		}
+		flag.Set("test.skip", skip)
+		os.Exit(m.Run())
 	}
 	bin, remove, err := testproc.Build()
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"idserver/cluster"
 	"idserver/internal/testcluster"
+	"idserver/internal/testproc"
 	"idserver/internal/wait"
 	idnode "idserver/node"
 )
@@ -17,6 +18,7 @@ import (
 // sends none (one older than the field, here a node with no version)
 // shows "unknown".
 func TestMembersShowTheirBuild(t *testing.T) {
+	testproc.Long(t)
 	builds := map[string][2]string{"n1": {"1.0.0", "aaaa"}, "n2": {"1.1.0", "bbbb-dirty"}, "n3": {"", ""}}
 	var nodes testcluster.Cluster
 	for i := 1; i <= 3; i++ {

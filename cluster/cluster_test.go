@@ -22,6 +22,7 @@ import (
 
 	"idserver/engine"
 	"idserver/internal/testcluster"
+	"idserver/internal/testproc"
 	"idserver/internal/wait"
 	idnode "idserver/node"
 )
@@ -33,6 +34,7 @@ func snapshotEvery(n uint64) func(*idnode.Config) {
 }
 
 func TestConcurrentAllocationsFromEveryNodeAreDisjoint(t *testing.T) {
+	testproc.Long(t)
 	nodes := testcluster.New(t, 3, nil)
 	c := testcluster.NewCollector()
 	stop := make(chan struct{})
@@ -71,6 +73,7 @@ func TestConcurrentAllocationsFromEveryNodeAreDisjoint(t *testing.T) {
 }
 
 func TestLeaderLossMidLoadLosesNothing(t *testing.T) {
+	testproc.Long(t)
 	for _, how := range []string{"transfer", "shutdown"} {
 		t.Run(how, func(t *testing.T) {
 			nodes := testcluster.New(t, 3, nil)
@@ -101,6 +104,7 @@ func TestLeaderLossMidLoadLosesNothing(t *testing.T) {
 }
 
 func TestNodeWithoutQuorumServesBufferThenTryAgain(t *testing.T) {
+	testproc.Long(t)
 	nodes := testcluster.New(t, 3, nil)
 	ctx := context.Background()
 	lone := nodes[2]
@@ -138,6 +142,7 @@ func TestNodeWithoutQuorumServesBufferThenTryAgain(t *testing.T) {
 }
 
 func TestNewNodeRestoresFromSnapshot(t *testing.T) {
+	testproc.Long(t)
 	nodes := testcluster.New(t, 1, snapshotEvery(16))
 	ctx := context.Background()
 	var last int64
@@ -174,6 +179,7 @@ func TestNewNodeRestoresFromSnapshot(t *testing.T) {
 // never reads. The follower must start again on that directory, not be
 // refused as damaged.
 func TestRestartAfterInstallingASnapshot(t *testing.T) {
+	testproc.Long(t)
 	nodes := testcluster.New(t, 3, snapshotEvery(64))
 	ctx := context.Background()
 	l := nodes.WaitLeader(t)
@@ -243,6 +249,7 @@ func newTags(t *testing.T, rdb *redis.Client, prefix string, count int) int64 {
 // garbled entry is: the start is refused, naming it (a check that skipped
 // every entry up to the snapshot would let such a directory start).
 func TestUndecodableEntryBelowTheSnapshotIsRefused(t *testing.T) {
+	testproc.Long(t)
 	n := testcluster.Start(t, "n1", t.TempDir(), nil, snapshotEvery(64))
 	newTags(t, n.Client, "t", 200)
 	if err := n.Cluster.Snapshot(); err != nil {
@@ -300,6 +307,7 @@ func snapshots(t *testing.T, dir string) []*raft.SnapshotMeta {
 // snapshot that opens, too (Raft said only 'failed to load any existing
 // snapshots').
 func TestCorruptSnapshotIsRefused(t *testing.T) {
+	testproc.Long(t)
 	n := testcluster.Start(t, "n1", t.TempDir(), nil, snapshotEvery(64))
 	for round := range 2 {
 		newTags(t, n.Client, fmt.Sprintf("t%d-", round), 200)
@@ -334,6 +342,7 @@ func TestCorruptSnapshotIsRefused(t *testing.T) {
 // INCR from its buffers, then answers TRYAGAIN; the majority carries on;
 // after healing, all serve again; no value ever repeats.
 func TestPartitions(t *testing.T) {
+	testproc.Long(t)
 	nodes := testcluster.New(t, 3, nil)
 	ctx := context.Background()
 	c := testcluster.NewCollector()
@@ -408,6 +417,7 @@ func TestPartitions(t *testing.T) {
 // forgotten worker ID and starts its clock above the forgotten node's last
 // lease, which that node could not extend.
 func TestForgetFreesTheWorkerID(t *testing.T) {
+	testproc.Long(t)
 	nodes := testcluster.New(t, 3, nil)
 	ctx := context.Background()
 	gone := nodes[2]
@@ -441,6 +451,7 @@ func TestForgetFreesTheWorkerID(t *testing.T) {
 // changes nothing: its empty log never votes. After CLUSTER FORGET it may
 // join, with a worker ID whose IDs never meet the old incarnation's.
 func TestWipedMemberIsRefused(t *testing.T) {
+	testproc.Long(t)
 	nodes := testcluster.New(t, 3, nil)
 	ctx := context.Background()
 	old := nodes[2]
@@ -487,6 +498,7 @@ func TestWipedMemberIsRefused(t *testing.T) {
 // forgotten, while clients on the others keep allocating; nothing repeats
 // and the new node serves.
 func TestMembershipChangesUnderLoad(t *testing.T) {
+	testproc.Long(t)
 	nodes := testcluster.New(t, 3, nil)
 	c := testcluster.NewCollector()
 	stop := make(chan struct{})
@@ -518,6 +530,7 @@ func TestMembershipChangesUnderLoad(t *testing.T) {
 // TestConcurrentSetNXOneWins: SET NX sent at once through every node (the
 // followers forward it) creates the tag exactly once.
 func TestConcurrentSetNXOneWins(t *testing.T) {
+	testproc.Long(t)
 	nodes := testcluster.New(t, 3, nil)
 	for round := range 5 {
 		tag := fmt.Sprintf("orders%d", round)

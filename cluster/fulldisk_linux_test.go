@@ -30,6 +30,7 @@ import (
 // stuck, so that NEXTID would say "the clock moved past the worker lease
 // (stepped forward?)"). Once space is freed both work again.
 func TestLeaderOnAFullDiskAnswersWithinTheApplyBudget(t *testing.T) {
+	testproc.Long(t)
 	mnt := testproc.Tmpfs(t, "16m")
 	steps := &countingHandler{Handler: slog.NewTextHandler(io.Discard, nil), prefix: "high-water step failed"}
 	nd, err := testcluster.Open(t, "n1", filepath.Join(mnt, "n1"), nil, func(c *idnode.Config) { c.Logger = slog.New(steps) })

@@ -96,6 +96,7 @@ func dialerMux(network Network, secret, cluster string) *mux {
 // listener that cannot prove back, and a silent dialer are each refused,
 // and the acceptor logs who and why.
 func TestHandshake(t *testing.T) {
+	testproc.Long(t)
 	m, log, refusedCluster := acceptorMux(t, "pw")
 	addr := m.addr.String()
 
@@ -402,6 +403,7 @@ func TestSilentFloodDoesNotLockNodesOut(t *testing.T) {
 // taken only by that member: a new node at a dead member's address, with
 // an empty disk, never stands in for it in Raft.
 func TestRaftStreamForAnotherNodeIsRefused(t *testing.T) {
+	testproc.Long(t)
 	m, log, _ := acceptorMux(t, "pw")
 	m.nodeID = "n-new"
 	addr := m.addr.String()

@@ -77,6 +77,7 @@ func (s *cutOnRaft) Accept() (net.Conn, error) {
 // voters still commit; once it is back and caught up it is promoted, and
 // then it counts: with it, two of the three voters left carry on.
 func TestJoinerCutOffMidJoinKeepsTheQuorum(t *testing.T) {
+	testproc.Long(t)
 	logs := &testproc.Buffer{}
 	withLog := func(c *idnode.Config) { c.Logger = slog.New(slog.NewTextHandler(logs, nil)) }
 	n1, err := testcluster.Open(t, "n1", t.TempDir(), nil, withLog)
@@ -159,6 +160,7 @@ func TestJoinerCutOffMidJoinKeepsTheQuorum(t *testing.T) {
 // until its lease ends, and a SET on the others waits for that end before
 // it answers: no value at or below the acknowledged SET comes out of it.
 func TestRemovedCutOffNodeStopsAtItsLeaseEnd(t *testing.T) {
+	testproc.Long(t)
 	lease := func(c *idnode.Config) { c.WorkerLease = 2 * time.Second }
 	n1, err := testcluster.Open(t, "n1", t.TempDir(), nil, lease)
 	if err != nil {
@@ -243,6 +245,7 @@ func TestRemovedCutOffNodeStopsAtItsLeaseEnd(t *testing.T) {
 // its first day. Here the leader is cut off every few seconds, so no
 // leadership lasts DeadMemberAfter.
 func TestDeadMemberRemovedAcrossLeadershipChanges(t *testing.T) {
+	testproc.Long(t)
 	mod := func(c *idnode.Config) { c.WorkerLease, c.DeadMemberAfter, c.Voters = 2*time.Second, 6*time.Second, 3 }
 	nodes := testcluster.New(t, 4, mod)
 	ctx := context.Background()
@@ -298,6 +301,7 @@ func TestDeadMemberRemovedAcrossLeadershipChanges(t *testing.T) {
 // says so once (per leadership), and why, so that an operator knows to
 // replace the node.
 func TestDeadMemberKeptAtTheFloorSaysWhy(t *testing.T) {
+	testproc.Long(t)
 	logs := &testproc.Buffer{}
 	mod := func(c *idnode.Config) {
 		c.WorkerLease, c.DeadMemberAfter, c.Voters = 2*time.Second, 2*time.Second, 3

@@ -9,6 +9,7 @@ import (
 
 	"idserver/cluster"
 	"idserver/internal/testcluster"
+	"idserver/internal/testproc"
 	idnode "idserver/node"
 )
 
@@ -56,6 +57,7 @@ func (c *errorCounter) counts() (lines, messages int, folded int64) {
 // (heartbeats, replication) are logged once per fold interval each, the
 // later lines counting the repeats folded.
 func TestDeadMemberDoesNotFloodTheLeadersLog(t *testing.T) {
+	testproc.Long(t)
 	const fold, window = 2 * time.Second, 10 * time.Second
 	t.Cleanup(cluster.SetRaftLogFold(fold))
 	var mu sync.Mutex

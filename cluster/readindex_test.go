@@ -9,6 +9,7 @@ import (
 
 	"idserver/cluster"
 	"idserver/internal/testcluster"
+	"idserver/internal/testproc"
 	"idserver/internal/wait"
 	idnode "idserver/node"
 )
@@ -19,6 +20,7 @@ import (
 // out values of a tag. Its GET of that tag must not answer below them: it
 // cannot confirm it leads, so it answers ErrNoLeader (TRYAGAIN).
 func TestDeposedLeaderAnswersNoStaleGET(t *testing.T) {
+	testproc.Long(t)
 	// Heartbeat and election timeouts of hb: the default 500 ms scaled.
 	timings := func(hb time.Duration) func(*idnode.Config) {
 		return func(c *idnode.Config) { c.RaftTimeoutScale = float64(hb) / float64(cluster.TimingFor(1).Heartbeat) }

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"idserver/internal/testcluster"
+	"idserver/internal/testproc"
 	"idserver/internal/wait"
 	idnode "idserver/node"
 )
@@ -101,6 +102,7 @@ func issueUntil(ids *idCollector, who string, rdb *redis.Client, stop chan struc
 // issuing when its lease ends, saying why, and no ID is issued twice. The
 // forgotten node restarted with its data is refused as removed.
 func TestForgottenNodeThatRunsOn(t *testing.T) {
+	testproc.Long(t)
 	nodes := startLeased(t, 3)
 	ids := &idCollector{seen: map[int64]string{}, t: t}
 	stop := make(chan struct{})
@@ -167,6 +169,7 @@ func TestForgottenNodeThatRunsOn(t *testing.T) {
 // NEXTID until its lease ends, then TRYAGAIN saying why; healed, it renews
 // and issues again.
 func TestCutOffNodeStopsAtLeaseEnd(t *testing.T) {
+	testproc.Long(t)
 	nodes := startLeased(t, 3)
 	lone := nodes[2]
 	ctx := context.Background()
@@ -197,6 +200,7 @@ func TestCutOffNodeStopsAtLeaseEnd(t *testing.T) {
 // TestSetIsSeenByEveryMember: after SET tag v answers OK, INCR on
 // any node, on the connection that just drew from its buffer, is above v.
 func TestSetIsSeenByEveryMember(t *testing.T) {
+	testproc.Long(t)
 	nodes := testcluster.New(t, 3, nil)
 	ctx := context.Background()
 	l := nodes.WaitLeader(t)
@@ -228,6 +232,7 @@ func TestSetIsSeenByEveryMember(t *testing.T) {
 // error naming that member, before anything is dropped or committed; once
 // healed, that member's values are above the floor.
 func TestSetWithAMemberCutOff(t *testing.T) {
+	testproc.Long(t)
 	nodes := testcluster.New(t, 3, nil)
 	ctx := context.Background()
 	l := nodes.WaitLeader(t)
@@ -269,6 +274,7 @@ func TestSetWithAMemberCutOff(t *testing.T) {
 // had dropped every member's buffer: the rolling replacement test saw
 // such SETs, refused after 2-3 s of waiting, empty every pod's buffer.)
 func TestSetRefusedAfterWaitingForARemovedMemberDropsNothing(t *testing.T) {
+	testproc.Long(t)
 	nodes := startLeased(t, 3)
 	ctx := context.Background()
 	l := nodes.WaitLeader(t)
@@ -319,6 +325,7 @@ func TestSetRefusedAfterWaitingForARemovedMemberDropsNothing(t *testing.T) {
 // INCRBY larger than the segment step on a follower for 20s; the follower's
 // state machine keeps applying, INFO answers, and it shuts down.
 func TestSetRacingLargeIncrByDoesNotDeadlock(t *testing.T) {
+	testproc.Long(t)
 	nodes := testcluster.New(t, 3, nil)
 	l := nodes.WaitLeader(t)
 	f := nodes.Follower(t, l)
@@ -396,6 +403,7 @@ func TestSetRacingLargeIncrByDoesNotDeadlock(t *testing.T) {
 // TestForgetTheLeader: CLUSTER FORGET of the leader, sent to another
 // member, hands leadership over and succeeds on a retry.
 func TestForgetTheLeader(t *testing.T) {
+	testproc.Long(t)
 	nodes := testcluster.New(t, 3, nil)
 	ctx := context.Background()
 	l := nodes.WaitLeader(t)

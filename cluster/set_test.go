@@ -11,12 +11,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"idserver/internal/testcluster"
+	"idserver/internal/testproc"
 )
 
 // TestSetLowersBelowReservedValues: SET succeeds
 // whenever no value above it was issued to a client, whatever the nodes
 // hold in their buffers, and the next INCR answers v+1, as Redis does.
 func TestSetLowersBelowReservedValues(t *testing.T) {
+	testproc.Long(t)
 	ctx := context.Background()
 	t.Run("one node", func(t *testing.T) {
 		n := testcluster.New(t, 1, nil)[0]
@@ -94,6 +96,7 @@ func TestSetLowersBelowReservedValues(t *testing.T) {
 // cannot say which of the values it was given it issued before, so a SET
 // below them is refused, naming it; above them it succeeds.
 func TestSetAfterRestartCountsWhatTheNodeWasGiven(t *testing.T) {
+	testproc.Long(t)
 	ctx := context.Background()
 	nodes := testcluster.New(t, 3, nil)
 	l := nodes.WaitLeader(t)
@@ -125,6 +128,7 @@ func TestSetAfterRestartCountsWhatTheNodeWasGiven(t *testing.T) {
 // each node's values increase, and after each acknowledged SET v no value
 // <= v is issued by a request sent later.
 func TestSetLoweringUnderLoad(t *testing.T) {
+	testproc.Long(t)
 	nodes := testcluster.New(t, 3, nil)
 	ctx := context.Background()
 	var (

@@ -7,6 +7,7 @@ import (
 
 	"idserver/cluster"
 	"idserver/internal/testcluster"
+	"idserver/internal/testproc"
 	"idserver/internal/wait"
 )
 
@@ -15,6 +16,7 @@ import (
 // it trails the leader (not unknown); once one member stops, the leader
 // reports 0.
 func TestStatusReportsToleranceTrailsAndLeases(t *testing.T) {
+	testproc.Long(t)
 	nodes := testcluster.New(t, 3, nil)
 	complete := func(st cluster.Status) error {
 		if st.FailureTolerance != 1 || len(st.Members) != 3 {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"idserver/internal/testcluster"
+	"idserver/internal/testproc"
 	"idserver/internal/wait"
 )
 
@@ -16,6 +17,7 @@ import (
 // installed by a new node from a snapshot: every tag keeps its own
 // counter, and the new node issues above every value handed out.
 func TestTagsOfAnyBytesAcrossNodes(t *testing.T) {
+	testproc.Long(t)
 	nodes := testcluster.New(t, 3, snapshotEvery(16))
 	ctx := context.Background()
 	l := nodes.WaitLeader(t)

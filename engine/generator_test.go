@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"idserver/internal/memstore"
+	"idserver/internal/testproc"
 )
 
 // fakeClock is a settable wall clock.
@@ -388,6 +389,7 @@ func TestGeneBurstOverRandomGenesFillsTheMillisecond(t *testing.T) {
 }
 
 func TestClockStepsBack(t *testing.T) {
+	testproc.Long(t)
 	for _, step := range []time.Duration{time.Millisecond, 500 * time.Millisecond, 5 * time.Second, time.Hour} {
 		t.Run(step.String(), func(t *testing.T) {
 			clock := newFakeClock()
@@ -791,6 +793,7 @@ func TestSetLeaseConcurrentOnlyRaises(t *testing.T) {
 // ms from concurrent callers waits for the clock, however long; only a clock
 // that really went back is CLOCKBACK.
 func TestSaturationWaitsInsteadOfClockBack(t *testing.T) {
+	testproc.Long(t)
 	cases := []struct {
 		name      string
 		callers   int

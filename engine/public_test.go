@@ -13,6 +13,7 @@ import (
 	"crypto/aes"
 
 	"idserver/internal/memstore"
+	"idserver/internal/testproc"
 )
 
 // testPublicKey is a fixed key, from a fixed seed.
@@ -110,6 +111,7 @@ func consecutiveIDs(t testing.TB, l Layout, n int) []int64 {
 // public form, every public form is a positive integer below 2^bits, every
 // tenth reverses to its ID, and the gene-keeping variant keeps the gene.
 func TestPublicIDsArePermutations(t *testing.T) {
+	testproc.Long(t)
 	n := 10_000_000
 	if raceEnabled || testing.Short() {
 		n /= 10

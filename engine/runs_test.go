@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"idserver/internal/memstore"
+	"idserver/internal/testproc"
 )
 
 // expand returns the IDs of runs, checking that they increase with gaps
@@ -53,6 +54,7 @@ func expandStep(t *testing.T, runs []IDRun, step int64) []int64 {
 }
 
 func TestNextIDRunsIssuesWhatNextIDsIssues(t *testing.T) {
+	testproc.Long(t)
 	layouts := []Layout{
 		DefaultLayout(),
 		{Epoch: DefaultEpoch, TimeBits: 41, WorkerBits: 6, SeqBits: 16, GeneBits: 8},
@@ -160,6 +162,7 @@ func head(ids []int64) []int64 { return ids[:min(len(ids), 8)] }
 // goroutines on the real clock never issue an ID twice, and one
 // goroutine's NEXTID IDs (runs and lists) strictly increase.
 func TestNextIDRunsConcurrently(t *testing.T) {
+	testproc.Long(t)
 	for _, l := range []Layout{DefaultLayout(), {Epoch: DefaultEpoch, TimeBits: 41, WorkerBits: 6, SeqBits: 16, GeneBits: 8}} {
 		g, err := New(Config{Layout: l, Worker: 1, MaxBorrow: time.Second, LeaseEndMS: math.MaxInt64}, time.Now, &memstore.HighWater{})
 		if err != nil {

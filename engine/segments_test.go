@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"idserver/internal/testproc"
 )
 
 // counterSource is a SegmentSource over one in-memory counter per tag.
@@ -202,6 +204,7 @@ func (f *fsmSource) set(s *Segments, tag string, r *rand.Rand) int64 {
 // state machine, since the state machine, applying a SET, waits for that
 // buffer lock in Fence: holding it would deadlock.
 func TestSegmentsDirectDoesNotHoldTheBufferAcrossTheSource(t *testing.T) {
+	testproc.Long(t)
 	const step = 10
 	for _, tc := range []struct {
 		name  string

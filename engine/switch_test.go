@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"idserver/internal/memstore"
+	"idserver/internal/testproc"
 )
 
 // A clock that went back further than the borrow: CLOCKBACK (kicking
@@ -112,6 +113,7 @@ func TestClockBehindRightAfterTheStart(t *testing.T) {
 // Switches while NEXTID, NEXTIDRUNS and GENEID run concurrently: every
 // reply increases, no ID repeats, and each reply is of one worker.
 func TestSwitchWorkerUnderLoad(t *testing.T) {
+	testproc.Long(t)
 	clock := newFakeClock()
 	g := newGen(t, clock, &memstore.HighWater{}, nil)
 	var mu sync.Mutex

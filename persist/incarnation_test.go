@@ -6,12 +6,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"idserver/internal/testproc"
 )
 
 // TestMarkerTellsACopyFromAMove: a recorded marker is found again after a
 // reopen and a rename of the directory; a cp -a copy, and a copy without
 // the file, are told apart, with the file named.
 func TestMarkerTellsACopyFromAMove(t *testing.T) {
+	testproc.Long(t)
 	root := t.TempDir()
 	dir := filepath.Join(root, "data")
 	s, err := Open(dir)

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"idserver/internal/testproc"
 )
 
 // TestRemovedWriteAheadLogIsRefused: through reopens and flushes (values
@@ -14,6 +16,7 @@ import (
 // removed it is refused with ErrDamaged naming the MANIFEST, before and
 // after its first flush.
 func TestRemovedWriteAheadLogIsRefused(t *testing.T) {
+	testproc.Long(t)
 	for _, flushed := range []bool{false, true} {
 		t.Run(fmt.Sprintf("flushed=%v", flushed), func(t *testing.T) {
 			dir := t.TempDir()

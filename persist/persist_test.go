@@ -3,6 +3,8 @@ package persist
 import (
 	"errors"
 	"testing"
+
+	"idserver/internal/testproc"
 )
 
 func TestHighWaterSurvivesReopen(t *testing.T) {
@@ -76,6 +78,7 @@ func TestLayoutAndNodeIDAreKept(t *testing.T) {
 }
 
 func TestBatchAndScan(t *testing.T) {
+	testproc.Long(t)
 	s, err := Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

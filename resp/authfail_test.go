@@ -27,6 +27,7 @@ const wrongAuth = "*2\r\n$4\r\nAUTH\r\n$5\r\nwrong\r\n"
 // client's PINGs, and a wrong AUTH on a third connection, are answered at
 // once.
 func TestAuthFloodIsSlowedOnItsConnectionOnly(t *testing.T) {
+	testproc.Long(t)
 	addr := startServer(t, Config{Password: "pw"})
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -95,6 +96,7 @@ func TestAuthFloodIsSlowedOnItsConnectionOnly(t *testing.T) {
 // the rest together one interval later, each with its count and the last
 // client's address.
 func TestAuthFailuresCountedAndLogLinesBounded(t *testing.T) {
+	testproc.Long(t)
 	var log testproc.Buffer
 	srv, addr := startServerT(t, Config{Password: "pw", Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	var wg sync.WaitGroup

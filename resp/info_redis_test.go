@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"idserver/internal/testproc"
 )
 
 // The checks of the Redis Tcl suite's unit/info, unit/info-command and the
@@ -270,6 +272,7 @@ func TestRedisInfoCommand(t *testing.T) {
 // TestInfoFieldsToolsRead: the fields redis-cli --stat, redis_exporter and
 // monitoring read, with values that move as the load does.
 func TestInfoFieldsToolsRead(t *testing.T) {
+	testproc.Long(t)
 	p := newInfoProbe(t)
 	ctx := context.Background()
 	p.rdb.Do(ctx, "SET", "k", "5")

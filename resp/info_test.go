@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"idserver/internal/testproc"
 )
 
 func parseInfo(t *testing.T, text string) map[string]map[string]string {
@@ -35,6 +37,7 @@ func parseInfo(t *testing.T, text string) map[string]map[string]string {
 // TestInfoStaysSmallWithManyTags: 50,000 tags cost INFO nothing; they are
 // paged through SCAN instead.
 func TestInfoStaysSmallWithManyTags(t *testing.T) {
+	testproc.Long(t)
 	fc := newFakeCluster()
 	for i := range 50_000 {
 		fc.tags[fmt.Sprintf("tag:%05d", i)] = int64(i)

@@ -13,6 +13,7 @@ import (
 
 	"idserver/engine"
 	"idserver/internal/memstore"
+	"idserver/internal/testproc"
 )
 
 // recordConn is a net.Conn whose writes go into a buffer, each write's size
@@ -192,6 +193,7 @@ func TestExecStopsIssuingWhenTheClientDoesNotRead(t *testing.T) {
 // timeout and counted in INFO, while another client's PING and NEXTID are
 // answered all along.
 func TestSlowClientClosedOthersServed(t *testing.T) {
+	testproc.Long(t)
 	s, addr := startServerT(t, Config{ClientOutputLimit: 16 << 10, ClientOutputTimeout: 300 * time.Millisecond})
 	for i, attack := range []string{
 		frames(repeat("UUIDV7 10000", 2000)...),

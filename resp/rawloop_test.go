@@ -16,6 +16,7 @@ import (
 
 	"idserver/engine"
 	"idserver/internal/memstore"
+	"idserver/internal/testproc"
 )
 
 // TestRawLoopLosesNoReadiness: the raw loop reads until EAGAIN, then waits
@@ -25,6 +26,7 @@ import (
 // middle of frames, and in frames larger than the 4 KiB read buffer), and
 // every reply must come back, in order, within the deadline.
 func TestRawLoopLosesNoReadiness(t *testing.T) {
+	testproc.Long(t)
 	srv, addr := startServerT(t, Config{})
 	const conns, commands = 16, 400
 	var wg sync.WaitGroup

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"idserver/internal/testproc"
 )
 
 // mount serves a lazyfs on a temporary directory for one test, or skips
@@ -282,6 +284,7 @@ func TestCapacityRewrites(t *testing.T) {
 // Random writes, truncations, fsyncs and cuts on one file read back as a
 // model of the two contents (current, durable) says.
 func TestRandomFileAgainstModel(t *testing.T) {
+	testproc.Long(t)
 	f := mount(t, Ordered, 0)
 	p := filepath.Join(f.Dir, "f")
 	write(t, p, nil, true)

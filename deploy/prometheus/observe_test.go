@@ -31,9 +31,6 @@ const (
 	rulesFile     = "idserver-rules.yaml"
 	rulesTestFile = "idserver-rules_test.yaml"
 	dashboardFile = "../grafana/idserver.json"
-
-	installPromtool = "promtool not found: install Debian's prometheus (apt-get install prometheus)"
-	installExporter = "prometheus-redis-exporter not found: install Debian's prometheus-redis-exporter (apt-get install prometheus-redis-exporter)"
 )
 
 func TestMain(m *testing.M) {
@@ -293,9 +290,7 @@ func load(t *testing.T, addr string) {
 // TestRulesAndDashboardNameIdserverMetrics: every idserver_ metric that the
 // alert rules and the dashboard name is on a live node's /metrics.
 func TestRulesAndDashboardNameIdserverMetrics(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a process")
-	}
+	testproc.Long(t)
 	names, _ := namedMetrics(t)
 	n := startNode(t, "n1", "")
 	load(t, n.Addr)
@@ -314,13 +309,8 @@ func TestRulesAndDashboardNameIdserverMetrics(t *testing.T) {
 // TestDashboardNamesExporterMetrics: every redis_ metric the dashboard
 // names is exported by prometheus-redis-exporter scraping a live node.
 func TestDashboardNamesExporterMetrics(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a process")
-	}
-	exporter, err := exec.LookPath("prometheus-redis-exporter")
-	if err != nil {
-		t.Skip(installExporter)
-	}
+	testproc.Long(t)
+	exporter := testproc.Need(t, "prometheus-redis-exporter")
 	_, names := namedMetrics(t)
 	if len(names) == 0 {
 		t.Fatal("the dashboard names no redis_exporter metric")
@@ -359,10 +349,7 @@ func TestDashboardNamesExporterMetrics(t *testing.T) {
 
 // TestPromtoolRules: promtool accepts the rules and their tests pass.
 func TestPromtoolRules(t *testing.T) {
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Skip(installPromtool)
-	}
+	promtool := testproc.Need(t, "promtool")
 	for _, args := range [][]string{{"check", "rules", rulesFile}, {"test", "rules", rulesTestFile}} {
 		out, err := exec.Command(promtool, args...).CombinedOutput()
 		if err != nil {
@@ -382,9 +369,7 @@ func TestRecordQuorumLoss(t *testing.T) {
 	if !*record {
 		t.Skip("writes " + rulesTestFile + ": run with -record")
 	}
-	if testing.Short() {
-		t.Skip("starts three processes")
-	}
+	testproc.Long(t)
 	names, _ := splitNames(ruleExprs(t))
 	wanted := map[string]bool{}
 	for _, n := range names {

@@ -6,9 +6,11 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -18,8 +20,9 @@ import (
 // random from below the kernel's ephemeral range
 // (net.ipv4.ip_local_port_range), so that no outgoing connection of the
 // test's own load takes it before the process binds it, and it is never
-// given twice in one test binary: a port picked and not yet bound is still
-// free to the kernel, so asking it again could hand out the same one.
+// given twice, in one test binary or to two that run at once (reserve): a
+// port picked and not yet bound is still free to the kernel, so asking it
+// again could hand out the same one.
 //
 // The port 10000 above it, idserver's default Raft port for that RESP
 // port, is free too, below the ephemeral range, and reserved with it.
@@ -46,10 +49,44 @@ func pickPort() (int, error) {
 		if portsGiven[port] || portsGiven[port+raftOffset] || !free(port) || !free(port+raftOffset) {
 			continue
 		}
+		if !reserve(port) {
+			continue
+		}
+		if !reserve(port + raftOffset) {
+			release(port)
+			continue
+		}
 		portsGiven[port], portsGiven[port+raftOffset] = true, true
 		return port, nil
 	}
 	return 0, fmt.Errorf("no free port on 127.0.0.1 in %d..%d with its Raft port free", lo, hi-1)
+}
+
+// reserve locks port for this test binary against the others that run
+// at the same time (go test runs packages in parallel): an exclusive
+// flock on a file named by the port, held until the binary exits, when
+// the kernel drops it. It says false when another binary holds it.
+func reserve(port int) bool {
+	dir := filepath.Join(os.TempDir(), "idserver-testproc-ports")
+	os.MkdirAll(dir, 0o777)
+	f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(port)), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		return true // no lock to take: the in-binary check alone
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return false
+	}
+	portLocks[port] = f
+	return true
+}
+
+// release gives up reserve's lock on port.
+func release(port int) {
+	if f := portLocks[port]; f != nil {
+		f.Close()
+		delete(portLocks, port)
+	}
 }
 
 // free says whether port can be bound on 127.0.0.1 now.
@@ -65,6 +102,7 @@ func free(port int) bool {
 var (
 	portMu     sync.Mutex
 	portsGiven = map[int]bool{}
+	portLocks  = map[int]*os.File{} // reserve's locks, held until the binary exits
 )
 
 // ephemeralStart is the first port of the kernel's ephemeral range, or
@@ -87,10 +125,7 @@ func ephemeralStart() int {
 // address. It skips the test when redis-server is not installed.
 func StartRedis(t testing.TB, args ...string) string {
 	t.Helper()
-	server, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Skip("redis-server not found: install Debian's redis-server (apt-get install redis-server) for the side-by-side tests")
-	}
+	server := Need(t, "redis-server")
 	port := strconv.Itoa(FreePort(t))
 	cmd := exec.Command(server, append([]string{"--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no"}, args...)...)
 	if err := cmd.Start(); err != nil {

@@ -50,9 +50,11 @@ var listening = regexp.MustCompile(`msg=listening addr=(\S+)|"msg":"listening","
 // Start is Launch for a test: whatever Launch started is killed with
 // SIGKILL when the test ends, if it still runs, and its log is printed if
 // the test failed. Like Launch, it returns the Server with the error when
-// the process started but did not become ready.
+// the process started but did not become ready. Under -short it skips the
+// test (Long), so it is called from the test's goroutine.
 func Start(t testing.TB, cfg Config) (*Server, error) {
 	t.Helper()
+	Long(t)
 	s, err := Launch(cfg)
 	if s != nil {
 		t.Cleanup(func() {

@@ -1,7 +1,6 @@
 package testproc
 
 import (
-	"os"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -9,13 +8,11 @@ import (
 
 // Tmpfs mounts a tmpfs of size (as mount's size= option, "16m") on a
 // temporary directory for the length of the test and returns it: a file
-// system a test can fill. It skips the test when not root (CI runs as root)
+// system a test can fill. It skips the test when not root (.ci/run is root)
 // or when the mount is refused.
 func Tmpfs(t testing.TB, size string) string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a tmpfs (CI runs as root)")
-	}
+	NeedRoot(t, "mounting a tmpfs")
 	mnt := t.TempDir()
 	if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, "size="+size); err != nil {
 		t.Skipf("cannot mount a tmpfs: %v", err)

@@ -117,9 +117,7 @@ func startThree(t *testing.T) []*testproc.Server {
 // (still exit 0) once one is killed, and exit 1, naming the missing
 // leader, once two are.
 func TestStatusFailureTolerance(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three processes")
-	}
+	testproc.Long(t)
 	nodes := startThree(t)
 	addr := nodes[0].Addr
 
@@ -169,9 +167,7 @@ func TestStatusFailureTolerance(t *testing.T) {
 // TestStatusUnreachable: a node that does not answer is exit 1 with the
 // address named; a stray argument is a usage error, exit 2.
 func TestStatusUnreachable(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the binary")
-	}
+	testproc.Long(t)
 	addr := "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t))
 	out, code := status(t, "--addr", addr, "--timeout", "1s")
 	if code != 1 || !strings.Contains(out, addr) {
@@ -186,9 +182,7 @@ func TestStatusUnreachable(t *testing.T) {
 // --requirepass answers idserver status given --tls-ca and --password
 // (one node: it can issue, tolerance 0); without the password it is exit 1.
 func TestStatusOverTLSWithPassword(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a process")
-	}
+	testproc.Long(t)
 	certFile, keyFile, pool := testproc.SelfSigned(t, t.TempDir())
 	s, err := testproc.Start(t, testproc.Config{Binary: binary, Dir: t.TempDir(), TLS: &tls.Config{RootCAs: pool},
 		Args: []string{"--tls-cert", certFile, "--tls-key", keyFile, "--requirepass", "pw"}, Ready: []any{"NEXTID"}})

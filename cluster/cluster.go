@@ -97,6 +97,10 @@ type Config struct {
 	// leader collects every member's with its stats requests, and CLUSTER
 	// INFO lists them.
 	Version, Commit string
+	// MaxTags bounds the number of tags in the cluster (--max-tags; 0: no
+	// bound). The leader commits its own, once every member knows the
+	// bound (tagbound.go); a new tag past it is ErrTagLimit.
+	MaxTags int
 
 	// TimeoutScale scales every timeout of the cluster, Raft's included
 	// (--raft-timeout-scale; TimingFor); 1 when zero.
@@ -124,6 +128,8 @@ type Cluster struct {
 	stop    chan struct{}
 	stopped sync.WaitGroup
 	applies atomic.Int64 // log entries this node proposed as leader
+
+	proposingMaxTags atomic.Bool // proposeMaxTags runs (tagbound.go)
 
 	poolMu sync.Mutex
 	pool   map[string][]net.Conn // idle node-to-node streams by Raft address

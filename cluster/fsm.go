@@ -46,6 +46,12 @@ const (
 	// node takes a fresh worker ID whose previous lease ended below now, and
 	// retires the one it holds (freshworker.go).
 	entryFresh byte = 14
+	// entryMaxTags: n: the cluster's bound on the number of tags, 0 for
+	// none (tagbound.go).
+	entryMaxTags byte = 15
+	// entryFloors: count, then (tag, v, rev) count times: raise each tag to
+	// at least v, all or none (floors.go).
+	entryFloors byte = 16
 )
 
 // Keys of the state machine in Pebble. fsmPrefix keys are replaced whole
@@ -183,6 +189,8 @@ type meta struct {
 	// (restore.go) raises it, since the node it restores may have created
 	// tags after the copy was taken.
 	TagBase int64 `json:"tag_base,omitempty"`
+	// MaxTags bounds the number of tags (entryMaxTags); 0: no bound.
+	MaxTags int `json:"max_tags,omitempty"`
 }
 
 // allocItem is one request in an entryAlloc, and allocResult its answer.
@@ -453,6 +461,8 @@ var applyTable = map[byte]func(*fsm, *decoder, *persist.Batch, *changes) any{
 	entryAddrs:   (*fsm).applyAddrs,
 	entryRecover: (*fsm).applyRecover,
 	entryFresh:   (*fsm).applyFresh,
+	entryMaxTags: (*fsm).applyMaxTags,
+	entryFloors:  (*fsm).applyFloors,
 
 	// Public IDs.
 	entryPublicKey: (*fsm).applyPublicKey,
@@ -478,7 +488,13 @@ func (f *fsm) allocate(d *decoder, b *persist.Batch, by bool) any {
 		if by {
 			node, boot = d.string(), d.uvarint()
 		}
-		t, _ := f.tagOrBase(tag)
+		t, existed := f.tagOrBase(tag)
+		if !existed {
+			if err := f.tagRoom(1); err != nil {
+				results = append(results, allocResult{Err: err})
+				continue
+			}
+		}
 		if n < 1 || t.high() > math.MaxInt64-n {
 			results = append(results, allocResult{Err: engine.ErrOverflow})
 			continue
@@ -526,6 +542,11 @@ func (f *fsm) applySet(d *decoder, b *persist.Batch, _ *changes) any {
 	res := setResult{Old: t.high(), Existed: existed}
 	if (cond == setNX && existed) || (cond == setXX && !existed) {
 		return res
+	}
+	if !existed {
+		if res.Err = f.tagRoom(1); res.Err != nil {
+			return res
+		}
 	}
 	switch {
 	case checked && rev != t.Rev:

@@ -79,6 +79,14 @@ func (c *Cluster) watchRole() {
 		if c.fsm.publicKey() == nil && c.IsLeader() && c.ClusterID() != "" {
 			c.proposePublicKey()
 		}
+		if c.IsLeader() && c.ClusterID() != "" && c.fsm.maxTags() != c.cfg.MaxTags && c.proposingMaxTags.CompareAndSwap(false, true) {
+			c.stopped.Add(1)
+			go func() { // it may wait on a member that is down: not here
+				defer c.stopped.Done()
+				defer c.proposingMaxTags.Store(false)
+				c.proposeMaxTags()
+			}()
+		}
 		// Autopilot acts on the state machine's member table (KnownServers):
 		// a new leader's may be behind its log (after a power cut of every
 		// node), without the members that joined lately, which autopilot

@@ -465,6 +465,8 @@ const (
 	opStats                   // any: your Raft progress, for autopilot (with the leader's view of every member)
 	opIssued                  // any: answer the largest value of a tag handed out, dropping nothing (before a SET fences)
 	opFresh                   // leader: a fresh worker ID for a clock that went back (freshworker.go)
+	opFloors                  // leader: an MSET's floors, one entry (floors.go)
+	opFenceTags               // any: opFence for several tags (before an MSET commits); with none, says this member knows entryFloors and entryMaxTags
 )
 
 // code is an error's sentinel on the wire.
@@ -480,6 +482,7 @@ const (
 	codeWouldGoBack
 	codeOverflow
 	codeAuth
+	codeTagLimit
 )
 
 var codeErrors = []struct {
@@ -493,6 +496,7 @@ var codeErrors = []struct {
 	{codeWouldGoBack, engine.ErrWouldGoBack},
 	{codeOverflow, engine.ErrOverflow},
 	{codeAuth, ErrAuth},
+	{codeTagLimit, ErrTagLimit},
 }
 
 // noLeaderCauses are the causes of ErrNoLeader on the wire, in the cause
@@ -599,6 +603,9 @@ type request struct {
 	View []MemberHealth `json:"view,omitempty"`
 	// Incarnation is the sender's start count, in lease renewals (incarnation.go).
 	Incarnation uint64 `json:"incarnation,omitempty"`
+	// Tags are the tags of an MSET's fence, Floors its pairs.
+	Tags   []string `json:"tags,omitempty"`
+	Floors []floor  `json:"floors,omitempty"`
 }
 
 type response struct {
@@ -734,6 +741,8 @@ func (c *Cluster) answer(req *request) *response {
 		return c.fenceLocal(req.Tag)
 	case opIssued:
 		return c.issuedLocal(req.Tag)
+	case opFenceTags:
+		return c.fenceTagsLocal(req.Tags)
 	case opApplied:
 		if err := c.fsm.waitPublished(ctx, req.Index); err != nil {
 			return fail(fmt.Errorf("node %s has not applied index %d: %v", c.cfg.NodeID, req.Index, err))
@@ -786,6 +795,8 @@ func (c *Cluster) answer(req *request) *response {
 		return &response{Value: g.EndMS, Lease: &g}
 	case opFresh:
 		return c.answerFresh(req)
+	case opFloors:
+		return fail(c.floorsLocal(ctx, req.Floors))
 	case opHigh:
 		v, ok, err := c.High(ctx, req.Tag)
 		if err != nil {

@@ -58,6 +58,8 @@ type Status struct {
 	// keep a quorum: healthy voters beyond a majority of the voters, 0
 	// without a leader or a health view.
 	FailureTolerance int
+	Tags             int // tags in the state, as DBSIZE counts them
+	MaxTags          int // the cluster's bound on tags as this node applied it; 0: none
 }
 
 // Status reports this node's view of the cluster.
@@ -132,6 +134,7 @@ func (c *Cluster) Status() Status {
 		Role: st["state"], LeaderID: string(leaderID), Leader: leader, Term: st["term"],
 		Members: members, Suffrage: c.suffrage(), Voters: voters, MaxVoters: c.cfg.Voters, Zone: c.cfg.Zone, FreeWorkers: c.fsm.freeWorkers(), AppliedIndex: c.fsm.applied(), CommitIndex: st["commit_index"],
 		RaftAddr: c.RaftAddr(), AppliesProposed: c.applies.Load(), Disk: c.disk.status(), FailureTolerance: tolerance,
+		Tags: c.fsm.size(), MaxTags: c.fsm.maxTags(),
 	}
 }
 
@@ -170,6 +173,8 @@ func (s Status) Pairs() [][2]string {
 		{"raft_max_voters", fmt.Sprint(s.MaxVoters)},
 		{"worker_ids_free", fmt.Sprint(s.FreeWorkers)},
 		{"raft_failure_tolerance", fmt.Sprint(s.FailureTolerance)},
+		{"tags", fmt.Sprint(s.Tags)},
+		{"max_tags", fmt.Sprint(s.MaxTags)},
 	}
 	// One line per member, as Redis lists replicas (slave0:ip=...,state=online).
 	for i, m := range s.Members {

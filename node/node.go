@@ -78,6 +78,8 @@ type Config struct {
 	// low); zero means Raft's default.
 	SnapshotThreshold uint64
 	SnapshotInterval  time.Duration
+	// MaxTags bounds the number of tags (--max-tags; cluster.Config).
+	MaxTags int
 	// Voters, DeadMemberAfter and Zone are autopilot's (cluster.Config).
 	Voters          int
 	DeadMemberAfter time.Duration
@@ -401,7 +403,7 @@ func Open(cfg Config) (_ *Node, err error) {
 		Now: cfg.Now, WorkerLease: cfg.WorkerLease, Recover: cfg.Recover, RecoverSkip: cfg.RecoverSkip, Network: cfg.Network, TLSServer: raftTLS, TLSClient: cfg.TLSClient,
 		TimeoutScale: cfg.RaftTimeoutScale, SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval,
 		Voters: cfg.Voters, DeadMemberAfter: cfg.DeadMemberAfter, Zone: cfg.Zone, Version: cfg.Version, Commit: cfg.Commit,
-		OnConflict: n.conflict, PublicKey: cfg.PublicKey,
+		OnConflict: n.conflict, PublicKey: cfg.PublicKey, MaxTags: cfg.MaxTags,
 		OnForgotten: func() {
 			why := "this node was removed by its cluster (CLUSTER FORGET, or dead for --dead-member-after); restarted, it joins again as a new member"
 			n.log.Error("forgotten by the cluster: no more values; IDs stop when the worker lease ends", "reason", why)

@@ -81,7 +81,7 @@ var loadCommandsOnce sync.Once
 // numbers the commands in name order for the per-command counters.
 func loadCommandTable() {
 	loadCommandsOnce.Do(func() {
-		commandTable = buildCommandTable(idCommands(), connCommands(), tagCommands(), uuidCommands(), publicCommands(), debugCommands(),
+		commandTable = buildCommandTable(idCommands(), connCommands(), tagCommands(), msetCommands(), uuidCommands(), publicCommands(), debugCommands(),
 			clusterModeCommands(), sentinelCommands(), pubsubCommands())
 		for i, name := range sortedCommandNames() {
 			commandTable[name].index = i

@@ -25,6 +25,9 @@ type ClusterNode interface {
 	// with the raise. It returns the high-water before and whether the tag
 	// existed (so whether an NX or XX SET applied).
 	Set(ctx context.Context, tag string, v int64, cond string) (old int64, existed bool, err error)
+	// MSet raises each of tags to at least values[i], all of one entry or
+	// none (cluster.MSet).
+	MSet(ctx context.Context, tags []string, values []int64) error
 	Get(tag string) (int64, bool)
 	High(ctx context.Context, tag string) (int64, bool, error)
 	Size() int

@@ -51,6 +51,7 @@ type Config struct {
 	TLSCA       string
 	MetricsAddr string
 	Voters      int
+	MaxTags     int
 	DeadAfter   time.Duration
 	Zone        string
 	ShowVersion bool
@@ -135,6 +136,7 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 	fs.StringVar(&c.TLSCA, "tls-ca", "", "PEM CA bundle the nodes' certificates are verified against, both ways on the Raft port (default: the certificates in --tls-cert, for one self-signed certificate shared by every node)")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", "", "host:port to serve Prometheus /metrics and /healthz on")
 	fs.IntVar(&c.Voters, "voters", cluster.DefaultVoters, "most Raft voters (odd); every other member is a non-voter that serves clients the same")
+	fs.IntVar(&c.MaxTags, "max-tags", defaultMaxTags, "most tags in the cluster: past it a new tag is refused and existing tags keep working (0: no bound); the leader's value holds cluster-wide, so give every node the same")
 	fs.DurationVar(&c.DeadAfter, "dead-member-after", cluster.DefaultDeadMemberAfter,
 		"a member the leader has not heard from for this long is removed, as CLUSTER FORGET does (0: never)")
 	fs.Uint64Var(&c.SnapshotThreshold, "raft-snapshot-threshold", 0, "Raft log entries past the last snapshot that make the next one; half as many stay in the log after it (0: Raft's 8192, 10240 kept)")
@@ -262,6 +264,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--protected-mode %q: yes or no", c.ProtectedMode)
 	case c.ClusterMode != "off" && c.ClusterMode != "emulated":
 		return fmt.Errorf("--cluster-mode %q: off or emulated", c.ClusterMode)
+	case c.MaxTags < 0:
+		return fmt.Errorf("--max-tags %d: 0 (no bound) or more", c.MaxTags)
 	case c.Voters < 1:
 		return fmt.Errorf("--voters %d must be at least 1 (odd: 1, 3, 5, 7)", c.Voters)
 	case c.DeadAfter < 0 || c.DeadAfter > 0 && c.DeadAfter < minDeadAfter:
@@ -407,3 +411,9 @@ func (c *Config) sentinelMasterNames() []string {
 	}
 	return names
 }
+
+// defaultMaxTags is --max-tags when not given: a tag costs about 1.6 KiB of
+// resident memory (its state, its buffers, its Pebble and snapshot copies),
+// so 200,000 tags take about 320 MiB and leave a 1 GiB pod room for the
+// rest (docs/operations.md).
+const defaultMaxTags = 200_000

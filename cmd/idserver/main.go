@@ -193,7 +193,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		MaxBorrow: cfg.MaxBorrow, WorkerLease: cfg.WorkerLease, Recover: cfg.Recover, RecoverSkip: cfg.RecoverSkip, SegmentStep: cfg.SegmentStep,
 		RequirePass: cfg.RequirePass, ClusterSecret: cfg.ClusterSecret, Limits: limits, MaxClients: cfg.MaxClients, Version: version, Commit: built, Logger: log,
 		ClientOutputLimit: cfg.ClientOutputLimit, ClientOutputTimeout: cfg.ClientOutputTimeout,
-		TLSServer: tlsServer, TLSClient: tlsClient, PublicKey: cfg.PublicKeyBytes,
+		TLSServer: tlsServer, TLSClient: tlsClient, PublicKey: cfg.PublicKeyBytes, MaxTags: cfg.MaxTags,
 		Voters: cfg.Voters, DeadMemberAfter: cfg.DeadAfter, Zone: cfg.Zone, RaftTimeoutScale: cfg.RaftTimeoutScale,
 		SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval,
 		EmulateCluster: cfg.ClusterMode == "emulated", SentinelMasters: cfg.sentinelMasterNames(),

@@ -146,6 +146,7 @@ var (
 	descApplied   = prometheus.NewDesc("idserver_raft_applied_index", "Last Raft index applied to the state machine.", nil, nil)
 	descApplies   = prometheus.NewDesc("idserver_raft_applies_total", "Log entries this node proposed as leader.", nil, nil)
 	descTags      = prometheus.NewDesc("idserver_tags", "Tags in the cluster's state, as DBSIZE counts them.", nil, nil)
+	descMaxTags   = prometheus.NewDesc("idserver_max_tags", "The cluster's bound on tags (--max-tags) as this node applied it; 0: none.", nil, nil)
 	descBufTags   = prometheus.NewDesc("idserver_segment_buffered_tags", "Tags with segments buffered on this node.", nil, nil)
 	descBuffered  = prometheus.NewDesc("idserver_segment_buffered_values", "Values buffered on this node over all tags (current and spare segments).", nil, nil)
 	descVoters    = prometheus.NewDesc("idserver_raft_voters", "Voters in this node's latest Raft configuration.", nil, nil)
@@ -164,7 +165,7 @@ var (
 func (m *metricsServer) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descCommands, descCmdErrors, descLatency, descErrors, descIDs, descValues,
 		descClients, descConns, descRejected, descSlow, descBorrow, descHeadroom, descLease, descSyncWaits, descTimeLeft, descLeader, descTerm, descApplied, descApplies,
-		descTags, descBufTags, descBuffered, descVoters, descMembers, descFree, descAuthFail, descTLSExpiry, descDiskSync, descCommit, descSlowDisk, descHandoffs} {
+		descTags, descMaxTags, descBufTags, descBuffered, descVoters, descMembers, descFree, descAuthFail, descTLSExpiry, descDiskSync, descCommit, descSlowDisk, descHandoffs} {
 		ch <- d
 	}
 	for _, d := range healthDescs {
@@ -248,6 +249,7 @@ func (m *metricsServer) Collect(ch chan<- prometheus.Metric) {
 	counter(descSlowDisk, float64(cs.Disk.SlowSyncs))
 	counter(descHandoffs, float64(cs.Disk.Handoffs))
 	gauge(descTags, float64(src.cl.Size()))
+	gauge(descMaxTags, float64(cs.MaxTags))
 	buffers := src.segs.Status()
 	buffered := 0.0
 	for _, s := range buffers {

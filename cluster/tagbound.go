@@ -1,0 +1,67 @@
+package cluster
+
+// The bound on the number of tags (--max-tags). The state machine decides
+// it where a tag is created (an allocation, a SET, an MSET of a tag it does
+// not hold), against a bound the log itself carries (entryMaxTags), so
+// every member refuses the same new tag and none disagrees.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"idserver/persist"
+)
+
+// ErrTagLimit: the command would create a tag past the cluster's bound on
+// the number of tags (--max-tags). Nothing changed; tags that exist keep
+// working.
+var ErrTagLimit = errors.New("tag limit reached")
+
+// tagRoom refuses newTags more tags past the bound. The caller holds the
+// state machine's lock.
+func (f *fsm) tagRoom(newTags int) error {
+	if f.meta.MaxTags <= 0 || len(f.tags)+newTags <= f.meta.MaxTags {
+		return nil
+	}
+	return fmt.Errorf("%w: --max-tags %d, and the cluster holds %d tags: a new tag is refused, existing tags keep working (raise --max-tags on every node to create more)",
+		ErrTagLimit, f.meta.MaxTags, len(f.tags))
+}
+
+func (f *fsm) applyMaxTags(d *decoder, b *persist.Batch, _ *changes) any {
+	n := d.uvarint()
+	d.end()
+	f.meta.MaxTags = int(min(n, 1<<31))
+	return nil
+}
+
+// maxTags is the bound the state holds, 0 for none.
+func (f *fsm) maxTags() int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.meta.MaxTags
+}
+
+// MaxTags is the cluster's bound on the number of tags as this node has
+// applied it (0: none). It follows the leader's Config.MaxTags once that
+// leader has committed it.
+func (c *Cluster) MaxTags() int { return c.fsm.maxTags() }
+
+// proposeMaxTags commits this leader's Config.MaxTags when the state holds
+// another bound. It waits until every member applies entryMaxTags: a
+// member of an older build would stop at an entry type it does not know,
+// so the bound stays as it is while one is a member.
+func (c *Cluster) proposeMaxTags() {
+	if c.fsm.maxTags() == c.cfg.MaxTags || c.caughtUp() != nil {
+		return
+	}
+	if err := c.everyMemberKnowsFloors(context.Background()); err != nil {
+		c.log.Debug("the bound on tags waits for every member to know it", "max_tags", c.cfg.MaxTags, "err", err)
+		return
+	}
+	if _, err := c.apply(newEntry(entryMaxTags).uvarint(uint64(c.cfg.MaxTags))); err != nil {
+		c.log.Warn("cannot store the bound on tags yet", "max_tags", c.cfg.MaxTags, "err", err)
+		return
+	}
+	c.log.Info("the cluster's bound on tags", "max_tags", c.cfg.MaxTags)
+}

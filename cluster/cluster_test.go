@@ -119,7 +119,7 @@ func openNode(t testing.TB, id, dir string, joinVia *node, mod func(*idnode.Conf
 	if mod != nil {
 		mod(&cfg)
 	}
-	if nd.n, err = idnode.Open(cfg); err != nil {
+	if nd.n, err = idnode.Open(context.Background(), cfg); err != nil {
 		rl.Close()
 		return nil, err
 	}

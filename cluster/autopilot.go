@@ -62,6 +62,7 @@ type pilot struct {
 	ledHeard map[string]time.Time // heard, as it was then
 	builds   map[string]build     // each member's version and commit, from its last answer
 	removing map[string]bool      // a removal in flight
+	removals sync.WaitGroup       // the removals' goroutines (Cluster.Close waits for them)
 	kept     map[string]bool      // dead members whose keeping this leadership logged
 	joining  map[string]joiner    // in the Raft configuration, not yet in the state machine
 
@@ -391,8 +392,10 @@ func (p *pilot) RemoveFailedServer(srv *autopilot.Server) {
 	}
 	p.removing[node] = true
 	silent := p.silentFor(node, time.Now())
+	p.removals.Add(1)
 	p.mu.Unlock()
 	go func() {
+		defer p.removals.Done()
 		defer func() {
 			p.mu.Lock()
 			delete(p.removing, node)

@@ -335,11 +335,15 @@ func (c *Cluster) Timing() Timing { return c.timing }
 // RaftAddr is the advertised Raft address.
 func (c *Cluster) RaftAddr() string { return string(c.trans.LocalAddr()) }
 
-// Close leaves Raft running no more.
+// Close leaves Raft running no more. It stops autopilot, shuts Raft down,
+// then waits for every goroutine the cluster started (autopilot's removals
+// of dead members included) before it closes the Raft log and the port:
+// none of them reads the store once it returns.
 func (c *Cluster) Close() error {
 	close(c.stop)
 	c.pilot.stop()
 	err := c.raft.Shutdown().Error()
+	c.pilot.removals.Wait()
 	c.stopped.Wait()
 	c.trans.Close()
 	c.mux.Close()

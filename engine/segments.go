@@ -69,6 +69,10 @@ type Segments struct {
 
 	stopped  atomic.Pointer[error] // set by Stop: every Next answers it
 	leaseEnd atomic.Int64          // wall clock, Unix ms: buffered values are handed out only before it (0: no limit)
+
+	refills    sync.WaitGroup     // refills in flight (startRefill)
+	cancelFill context.CancelFunc // ends the refills in flight (Close)
+	fillCtx    context.Context
 }
 
 // span is the values next..last; empty when next > last.
@@ -98,7 +102,17 @@ func NewSegments(src SegmentSource, minStep int64, now Clock) *Segments {
 	if minStep < 1 {
 		minStep = 1000
 	}
-	return &Segments{src: src, minStep: min(minStep, MaxSegmentStep), now: now, wait: 5 * time.Second, tags: map[string]*segmentBuffer{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Segments{src: src, minStep: min(minStep, MaxSegmentStep), now: now, wait: 5 * time.Second, tags: map[string]*segmentBuffer{},
+		fillCtx: ctx, cancelFill: cancel}
+}
+
+// Close ends the refills in flight and waits for them: the source is not
+// called once it returns. Close comes after the last Next returned (the
+// callers are stopped first).
+func (s *Segments) Close() {
+	s.cancelFill()
+	s.refills.Wait()
 }
 
 func (s *Segments) buffer(tag string) *segmentBuffer {
@@ -316,8 +330,10 @@ func (s *Segments) startRefill(tag string, b *segmentBuffer) {
 	done := make(chan struct{})
 	b.refilling = done
 	step, gen := b.step, b.gen
+	s.refills.Add(1)
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), s.wait)
+		defer s.refills.Done()
+		ctx, cancel := context.WithTimeout(s.fillCtx, s.wait)
 		first, last, err := s.src.Allocate(ctx, tag, step)
 		cancel()
 		b.mu.Lock()

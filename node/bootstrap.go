@@ -29,7 +29,8 @@ const (
 // other pods of a StatefulSet created with podManagementPolicy Parallel,
 // each waiting to join), leave the first pod to bootstrap: none of them
 // ever bootstraps, so without it they would wait for each other forever.
-func (n *Node) anyPeerHoldsACluster() bool {
+// It gives up early when ctx ends.
+func (n *Node) anyPeerHoldsACluster(ctx context.Context) bool {
 	deadline := time.Now().Add(bootstrapProbe)
 	for {
 		unknown := false
@@ -41,10 +42,13 @@ func (n *Node) anyPeerHoldsACluster() bool {
 				unknown = true
 			}
 		}
-		if time.Now().After(deadline) {
+		if time.Now().After(deadline) || ctx.Err() != nil {
 			return unknown
 		}
-		time.Sleep(250 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+		case <-time.After(250 * time.Millisecond):
+		}
 	}
 }
 

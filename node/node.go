@@ -15,7 +15,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -110,18 +109,22 @@ type Node struct {
 	Segments *engine.Segments
 	Server   *resp.Server
 	ID       string
-	Worker   int64  // at start; Gen.Status().Worker after a fresh one (fresh.go)
+	Worker   int64  // at start; Gen.Status().Worker after a fresh one (freshworker.go)
 	Addr     string // advertised RESP address
 
 	ids          *idSource
 	ln           net.Listener
-	checkInLater bool // the start could not reach the cluster
+	plan         startPlan // how this start begins (decide.go)
+	checkInLater bool      // the start could not reach the cluster
+	startAbove   int64     // the ID time the generator starts above (check-in)
+	leaseEnd     int64     // the lease end the generator starts with (check-in)
+	ready        atomic.Bool
 	conflicted   atomic.Pointer[error]
-	incarnation  atomic.Uint64 // this start's number (restart.go)
+	incarnation  atomic.Uint64 // this start's number (lease.go)
 	leaseChecked atomic.Bool   // a renewal of this start was committed
 	notMember    atomic.Bool   // the cluster removed this node while it runs
 	served       chan error
-	stop         context.CancelFunc
+	stops        []func() error // what each phase started, stopped in reverse (start.go)
 	background   sync.WaitGroup
 	closeOnce    sync.Once
 	closeErr     error
@@ -309,239 +312,6 @@ func readRejoinNote(dir string) (rejoinNote, bool) {
 	return note, true
 }
 
-// Open starts a node. Its RESP port answers at once, -LOADING until the
-// node holds a worker ID and a lease and can issue. A start the cluster
-// refuses because it removed the node is an error Rejoin recognizes.
-func Open(cfg Config) (_ *Node, err error) {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.WorkerLease <= 0 {
-		cfg.WorkerLease = 10 * time.Second
-	}
-	n := &Node{cfg: cfg, log: cfg.Logger, served: make(chan error, 1), ids: &idSource{layout: cfg.Layout}}
-	var closers []func()
-	defer func() {
-		if err != nil {
-			for i := len(closers) - 1; i >= 0; i-- {
-				closers[i]()
-			}
-		}
-	}()
-
-	if n.Store, err = persist.Open(cfg.Dir); err != nil {
-		return nil, err
-	}
-	closers = append(closers, func() { n.Store.Close() })
-	if err = n.Store.EnsureLayout(cfg.Layout.String()); err != nil {
-		return nil, err
-	}
-	if n.ID, err = n.Store.NodeID(cfg.NodeID); err != nil {
-		return nil, err
-	}
-	// The RESP listener comes first: its address is what the cluster knows
-	// this node by. It is served only once the node can issue.
-	if n.ln, err = net.Listen("tcp", net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.Port))); err != nil {
-		return nil, err
-	}
-	closers = append(closers, func() { n.ln.Close() })
-	n.Addr = n.ln.Addr().String()
-	if cfg.Advertise != "" {
-		n.Addr = cfg.Advertise
-	}
-	if host, _, _ := net.SplitHostPort(n.Addr); net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified() {
-		return nil, fmt.Errorf("RESP address %s cannot be reached by other members: set --advertise", n.Addr)
-	}
-	raftBind, err := freeIfZero(cfg.RaftAddr)
-	if err != nil {
-		return nil, err
-	}
-	join := len(n.joinAddrs()) > 0
-	clusterID, err := n.Store.ClusterID()
-	if err != nil {
-		return nil, err
-	}
-	movedAside := clusterID == "" && wasMovedAside(cfg.Dir)
-	if note, ok := readRejoinNote(filepath.Join(cfg.Dir, "removed")); !join && movedAside && ok && note.Join != "" {
-		// Its rejoin did not finish (refused, no answer, killed), and it has
-		// no --join: it tries again through the members it knew.
-		n.cfg.Join, join = note.Join, true
-		n.log.Warn("this removed node has not joined again yet and has no --join: joining through the members it knew",
-			"join", note.Join, "note", filepath.Join(cfg.Dir, "removed", rejoinFile))
-	}
-	if !join && movedAside {
-		// Its rejoin did not finish (refused, no answer, killed): on its
-		// emptied directory a start without --join would bootstrap a
-		// cluster of its own, handing out again the values its cluster did.
-		return nil, fmt.Errorf("the cluster removed this node and its state was moved aside into %s, but it has not joined again: "+
-			"it may not start a cluster of its own; start it with --join and a member's address", filepath.Join(cfg.Dir, "removed"))
-	}
-	if join && clusterID == "" && !movedAside && n.firstOfJoin() && !n.anyPeerHoldsACluster() {
-		// The first of the StatefulSet's pods, on its first start: nobody
-		// to join, so it bootstraps. The same pod replaced later with an
-		// empty volume finds its peers and joins (and should it ever start
-		// a cluster of its own beside theirs, the first Raft stream of
-		// theirs that reaches it stops it: OnConflict).
-		n.log.Info("no other address of --join answers and this node is its first: bootstrapping a new cluster", "join", cfg.Join)
-		join = false
-	}
-	raftTLS, err := mutualTLS(cfg.TLSServer, cfg.TLSClient)
-	if err != nil {
-		return nil, err
-	}
-	secret := cfg.ClusterSecret
-	if secret == "" {
-		secret = cfg.RequirePass
-	}
-	var segments atomic.Pointer[engine.Segments]
-	n.Cluster, err = cluster.Open(cluster.Config{
-		NodeID: n.ID, Dir: cfg.Dir, RaftBind: raftBind, RaftAdvertise: cfg.RaftAdvertise, RESPAddr: n.Addr,
-		Secret: secret, Layout: cfg.Layout, Store: n.Store, Logger: cfg.Logger, Join: join,
-		Now: cfg.Now, WorkerLease: cfg.WorkerLease, Recover: cfg.Recover, RecoverSkip: cfg.RecoverSkip, Network: cfg.Network, TLSServer: raftTLS, TLSClient: cfg.TLSClient,
-		TimeoutScale: cfg.RaftTimeoutScale, SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval,
-		Voters: cfg.Voters, DeadMemberAfter: cfg.DeadMemberAfter, Zone: cfg.Zone, Version: cfg.Version, Commit: cfg.Commit,
-		OnConflict: n.conflict, PublicKey: cfg.PublicKey, MaxTags: cfg.MaxTags,
-		OnForgotten: func() {
-			why := "this node was removed by its cluster (CLUSTER FORGET, or dead for --dead-member-after); restarted, it joins again as a new member"
-			n.log.Error("forgotten by the cluster: no more values; IDs stop when the worker lease ends", "reason", why)
-			n.notMember.Store(true)
-			if s := segments.Load(); s != nil {
-				s.Stop(fmt.Errorf("%w: %s", cluster.ErrNotMember, why))
-			}
-		},
-		OnFence: func(tag string) int64 {
-			if s := segments.Load(); s != nil {
-				return s.Fence(tag)
-			}
-			return 0
-		},
-		OnIssued: func(tag string) int64 {
-			if s := segments.Load(); s != nil {
-				return s.Issued(tag)
-			}
-			return 0
-		},
-	})
-	if err != nil {
-		return nil, err
-	}
-	closers = append(closers, func() { n.Cluster.Close() })
-	n.Segments = engine.NewSegments(n.Cluster, cfg.SegmentStep, cfg.Now)
-	segments.Store(n.Segments)
-
-	// Serve at once, answering -LOADING until the node can issue: a client
-	// with a short timeout gets an answer, not a silent socket, while the
-	// node joins its cluster.
-	var ready atomic.Bool
-	n.Server = resp.New(resp.Config{
-		Password: cfg.RequirePass, Limits: cfg.Limits, Version: cfg.Version, Commit: cfg.Commit, NodeID: n.ID,
-		Port: n.ln.Addr().(*net.TCPAddr).Port, Bind: cfg.Bind, Logger: cfg.Logger, MaxClients: cfg.MaxClients,
-		Segments: n.Segments, Cluster: n.Cluster, RequestTimeout: n.Cluster.Timing().Request, Ready: ready.Load,
-		Debug: cfg.Debug, ClientOutputLimit: cfg.ClientOutputLimit, ClientOutputTimeout: cfg.ClientOutputTimeout,
-		EmulateCluster: cfg.EmulateCluster, SentinelMasters: cfg.SentinelMasters,
-	}, n.ids)
-	var serving net.Listener = n.ln
-	if cfg.TLSServer != nil {
-		serving = tls.NewListener(n.ln, cfg.TLSServer)
-	}
-	go func() { n.served <- n.Server.Serve(serving) }()
-	closers = append(closers, func() { n.Server.Close() })
-
-	copied, err := n.checkCopy()
-	if err != nil {
-		return nil, err
-	}
-	worker, startAbove, lease, err := n.workerID()
-	if err != nil {
-		return nil, err
-	}
-	if startAbove, lease, err = n.startLease(worker, startAbove, lease, copied); err != nil {
-		return nil, err
-	}
-	n.Worker = worker
-	if n.Gen, err = engine.New(engine.Config{
-		Layout: cfg.Layout, Worker: worker, Window: cfg.Window, MaxBorrow: cfg.MaxBorrow,
-		StartAboveMS: startAbove, LeaseEndMS: lease,
-		// cfg.Now is the machine's clock or DEBUG CLOCK's offset over it:
-		// the generator reads it once a millisecond, and on every call
-		// the monotonic clock, or where the kernel's clock is the CPU's
-		// time-stamp counter, that counter.
-		Monotonic: engine.MonotonicClock(),
-	}, cfg.Now, n.Store); err != nil {
-		return nil, err
-	}
-	closers = append(closers, func() { n.Gen.Close() })
-	if !n.leaseChecked.Load() {
-		n.Gen.SetLeaseProblem("renewing it after the start") // cleared by the first renewal
-	}
-	if n.clockWentBack() {
-		n.freshWorker(context.Background()) // a restart after the clock went back (fresh.go)
-	}
-	n.Segments.SetLeaseEnd(n.wallOf(lease))
-	n.ids.gen.Store(n.Gen)
-	if err := n.conflicted.Load(); err != nil {
-		return nil, *err
-	}
-
-	ctx, stop := context.WithCancel(context.Background())
-	n.stop = stop
-	n.background.Add(3)
-	go func() {
-		defer n.background.Done()
-		// A full disk fails every step (eight a window) and every kick for
-		// as long as it lasts: one line a second says so.
-		var logged time.Time
-		n.Gen.Run(ctx, func(err error) {
-			if time.Since(logged) >= time.Second {
-				logged = time.Now()
-				n.log.Error("high-water step failed (logged once a second)", "err", err)
-			}
-		})
-	}()
-	go func() {
-		defer n.background.Done()
-		n.warnLayoutEnd(ctx)
-	}()
-	go func() {
-		defer n.background.Done()
-		n.renewLease(ctx)
-	}()
-	if n.checkInLater {
-		n.background.Add(1)
-		go func() {
-			defer n.background.Done()
-			n.checkInLoop(ctx)
-		}()
-	}
-	// A restart finds the public-ID key in its state (and refuses another
-	// --public-key now); a new cluster or a joiner gets it in the background
-	// in a moment, once it has applied the log up to it.
-	publicKnown, err := n.publicIDs()
-	if err != nil {
-		stop()
-		n.background.Wait()
-		return nil, err
-	}
-	if !publicKnown {
-		n.background.Add(1)
-		go func() {
-			defer n.background.Done()
-			n.awaitPublicKey(ctx)
-		}()
-	}
-	n.waitSettled(ctx)
-	ready.Store(true)
-	st := n.Gen.Status()
-	n.log.Info("listening", "addr", n.ln.Addr().String(), "advertise", n.Addr, "raft_addr", n.Cluster.RaftAddr(),
-		"version", cfg.Version, "commit", cfg.Commit, "node_id", n.ID, "cluster_id", n.Cluster.ClusterID(), "worker_id", worker,
-		"layout", cfg.Layout.String(), "dir", cfg.Dir, "logical_clock_ms", st.LogicalMS, "high_water_ms", st.HighWaterMS,
-		"lease_end_ms", st.LeaseEndMS)
-	return n, nil
-}
-
 // publicIDs hands the cluster's public-ID key to the RESP server if this
 // node has applied it; known false when it has not. A --public-key that is
 // not the cluster's is an error naming both fingerprints.
@@ -652,28 +422,6 @@ func (n *Node) NotMember() bool { return n.notMember.Load() }
 // conflict that ends the node.
 func (n *Node) Served() <-chan error { return n.served }
 
-// Close stops serving, stops the background loops and closes the parts in
-// reverse order. The generator lowers its high-water to the last ID issued.
-func (n *Node) Close() error {
-	n.closeOnce.Do(func() {
-		n.Server.Close()
-		n.stop()
-		n.background.Wait()
-		var errs []error
-		if err := n.Gen.Close(); err != nil && !errors.Is(err, engine.ErrClosed) {
-			errs = append(errs, fmt.Errorf("closing the generator: %w", err))
-		}
-		if err := n.Cluster.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("closing raft: %w", err))
-		}
-		if err := n.Store.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("closing the store: %w", err))
-		}
-		n.closeErr = errors.Join(errs...)
-	})
-	return n.closeErr
-}
-
 // workerID checks in with the cluster and returns the node's worker ID,
 // the ID time its generator starts above, and its lease end. A new node is
 // given a worker ID (joining through cfg.Join, or as the bootstrapped single
@@ -684,7 +432,7 @@ func (n *Node) Close() error {
 // the background, except when its directory holds a one-node cluster of its
 // own and --join names another: the "--join forgotten on first start"
 // mistake, which must be confirmed or refused before any ID leaves.
-func (n *Node) workerID() (worker, startAbove, lease int64, err error) {
+func (n *Node) workerID(ctx context.Context) (worker, startAbove, lease int64, err error) {
 	w, above, stored, err := n.Store.Worker()
 	if err != nil {
 		return 0, 0, 0, err
@@ -695,12 +443,18 @@ func (n *Node) workerID() (worker, startAbove, lease int64, err error) {
 	if mustConfirm {
 		wait = joinWait
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	if !stored && n.plan.joins {
+		n.log.Info("joining the cluster", "join", n.cfg.Join, "node_id", n.ID, "kind", n.plan.kind.String())
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
 	jw, jabove, jlease, err := n.checkIn(ctx, !ownCluster)
 	if stored && cluster.RefusedAsRemoved(err) {
 		// Removed while it was down. Asked again a second later, so that
 		// the directory is moved aside only on two answers.
-		time.Sleep(time.Second)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
 		if jw, jabove, jlease, err = n.checkIn(ctx, !ownCluster); cluster.RefusedAsRemoved(err) {
 			err = &removedError{node: n.ID, members: n.Cluster.PeerAddrs(), err: err}
 		}
@@ -711,7 +465,7 @@ func (n *Node) workerID() (worker, startAbove, lease int64, err error) {
 		n.log.Info("worker ID assigned", "worker_id", jw, "start_above_ms", jabove, "lease_end_ms", jlease)
 		return jw, jabove, jlease, n.Store.SetWorkerSync(jw, jabove)
 	case err == nil && jw != w && n.retiredHere(w):
-		// The cluster gave this node a fresh worker ID (fresh.go) and the
+		// The cluster gave this node a fresh worker ID (freshworker.go) and the
 		// node stopped before storing it, so it never issued on it: it
 		// takes it, above its committed lease end.
 		end := max(jlease, n.Cluster.Lease())
@@ -793,6 +547,9 @@ func (n *Node) joinThrough(ctx context.Context, member string) (worker, startAbo
 	c := redis.NewClient(&redis.Options{Addr: member, Password: n.cfg.RequirePass, TLSConfig: n.cfg.TLSClient,
 		Protocol: 2, MaxRetries: -1, DisableIdentity: true, ReadTimeout: n.Cluster.Timing().Request + time.Second})
 	defer c.Close()
+	// go-redis ends a read at the context's deadline, not at its
+	// cancellation: closing the client ends it then.
+	defer context.AfterFunc(ctx, func() { c.Close() })()
 	v, err := c.Do(ctx, "CLUSTER", "JOIN", n.ID, n.Cluster.RaftAddr(), n.Addr).Int64Slice()
 	var re redis.Error
 	switch {
@@ -836,7 +593,7 @@ func (n *Node) checkInLoop(ctx context.Context) {
 // a quarter of it is used; the hot path never waits for it. While renewals
 // fail it retries often and tells the generator why, for the TRYAGAIN it
 // answers once the lease ends. When the clock went back past the borrow it
-// takes a fresh worker ID first (fresh.go): in this loop, so that no
+// takes a fresh worker ID first (freshworker.go): in this loop, so that no
 // renewal of the old worker ID is in flight when the generator moves.
 // The generator's Trouble (CLOCKBACK, an ended lease) wakes it at once.
 func (n *Node) renewLease(ctx context.Context) {
@@ -931,24 +688,6 @@ func (n *Node) firstOfJoin() bool {
 // bootstrapProbe is how long the first pod of a --join list tries the
 // others before it concludes that none runs.
 const bootstrapProbe = 3 * time.Second
-
-// anyPeerAnswers reports whether any other address of --join accepts a
-// connection within bootstrapProbe.
-func (n *Node) anyPeerAnswers() bool {
-	deadline := time.Now().Add(bootstrapProbe)
-	for {
-		for _, a := range n.joinAddrs() {
-			if c, err := net.DialTimeout("tcp", a, 500*time.Millisecond); err == nil {
-				c.Close()
-				return true
-			}
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-}
 
 // layoutWarnEvery is how often a node whose layout has fewer than
 // engine.WarnTimeLeft left says so in its log.

@@ -283,7 +283,7 @@ func (l *loop) answer(n int, readErr error) bool {
 	s, c, cn := l.s, l.c, l.cn
 	l.end += n
 	s.stats.netInput.Add(int64(n)) // one add per read, not per command
-	for l.start < l.end && !cn.closed && cn.err == nil {
+	for l.start < l.end && !cn.closed && cn.err == nil && !cn.killed.Load() {
 		args, used, refused := l.p.parse(l.buf[l.start:l.end], !c.authed)
 		if refused != nil {
 			l.refused = refused

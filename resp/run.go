@@ -197,9 +197,9 @@ func runIncr(s *Server, c *client, cn *connection, tag []byte, n int) int {
 		var first, last int64
 		var err error
 		if runner != nil {
-			first, last, err = runner.NextRun(context.Background(), c.tag, int64(n-done))
+			first, last, err = runner.NextRun(s.commands, c.tag, int64(n-done))
 		} else {
-			first, last, err = s.cfg.Segments.Next(context.Background(), c.tag, 1)
+			first, last, err = s.cfg.Segments.Next(s.commands, c.tag, 1)
 		}
 		if err != nil {
 			s.clusterError(cn, err)

@@ -99,7 +99,7 @@ func (s *Server) clusterError(conn redcon.Conn, err error) {
 		s.errorReply(conn, "ERR increment or decrement would overflow")
 	default:
 		msg := err.Error()
-		if !errors.Is(err, engine.ErrWouldGoBack) {
+		if !errors.Is(err, engine.ErrWouldGoBack) && s.commands.Err() == nil { // not ended by Close
 			s.cfg.Logger.Warn("cluster request failed", "err", err)
 		}
 		s.errorReply(conn, "ERR "+msg)
@@ -115,7 +115,7 @@ func (s *Server) next(c *client, conn redcon.Conn, tag []byte, n int64) (int64, 
 		return 0, 0, false
 	}
 	// No per-request timer on the hot path: Segments bounds its own waits.
-	first, last, err := s.cfg.Segments.Next(context.Background(), string(tag), n)
+	first, last, err := s.cfg.Segments.Next(s.commands, string(tag), n)
 	if err != nil {
 		s.clusterError(conn, err)
 		return 0, 0, false
@@ -187,7 +187,7 @@ func cmdGet(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	if !s.validTag(conn, args[1]) || !s.needCluster(conn) {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.requestTimeout())
+	ctx, cancel := context.WithTimeout(s.commands, s.requestTimeout())
 	defer cancel()
 	v, ok, err := s.cfg.Cluster.High(ctx, string(args[1]))
 	switch {
@@ -265,7 +265,7 @@ func (s *Server) set(conn redcon.Conn, tag, value []byte, cond string) (old int6
 		s.errorReply(conn, "ERR value is out of range: a tag's values are not negative")
 		return 0, false, false, false
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.requestTimeout())
+	ctx, cancel := context.WithTimeout(s.commands, s.requestTimeout())
 	defer cancel()
 	old, existed, err := s.cfg.Cluster.Set(ctx, string(tag), v, cond)
 	if err != nil {
@@ -346,7 +346,7 @@ func cmdCluster(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	}
 	sub := strings.ToLower(string(args[1]))
 	cl := s.cfg.Cluster
-	ctx, cancel := context.WithTimeout(context.Background(), s.requestTimeout())
+	ctx, cancel := context.WithTimeout(s.commands, s.requestTimeout())
 	defer cancel()
 	if s.clusterMode(c, conn, sub, args) {
 		return

@@ -1,6 +1,7 @@
 package resp
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"errors"
@@ -81,6 +82,13 @@ type Server struct {
 	mu      sync.Mutex
 	ln      net.Listener
 	clients map[*client]struct{}
+	closing bool // Close was called: Serve serves nothing more
+	// commands is the context every command's waits derive from: Close
+	// cancels it, so that a command waiting on the cluster ends at once.
+	commands    context.Context
+	endCommands context.CancelFunc
+	served      chan struct{} // closed when Serve has returned, its connections ended
+	conns       sync.WaitGroup
 
 	// public is the public-ID permutation (PUBLICID), nil until the
 	// cluster's key is known.
@@ -135,7 +143,8 @@ func New(cfg Config, ids IDSource) *Server {
 		cfg.ClientOutputTimeout = DefaultClientOutputTimeout
 	}
 	loadCommandTable()
-	return &Server{cfg: cfg, ids: ids, uuids: engine.NewUUIDv7(cfg.Now, rand.Reader), started: time.Now(), clients: map[*client]struct{}{},
+	commands, endCommands := context.WithCancel(context.Background())
+	return &Server{commands: commands, endCommands: endCommands, cfg: cfg, ids: ids, uuids: engine.NewUUIDv7(cfg.Now, rand.Reader), started: time.Now(), clients: map[*client]struct{}{},
 		cmdStats: make([]commandStats, len(commandTable)), errorsByCode: make([]atomic.Int64, len(ErrorCodes))}
 }
 
@@ -168,16 +177,32 @@ type client struct {
 	authFailures int
 }
 
-// Serve answers connections from ln until Close. It returns nil after Close.
+// Serve answers connections from ln until Close. It returns nil after
+// Close, once every connection's goroutine has ended.
 func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		ln.Close()
+		return nil
+	}
 	s.ln = ln
+	served := make(chan struct{})
+	s.served = served
 	s.mu.Unlock()
-	defer s.closeClients()
-	defer s.authLog.flush(s.cfg.Logger)
-	stopSampling := make(chan struct{})
-	defer close(stopSampling)
-	go s.sampleLoop(stopSampling)
+	stopSampling, sampled := make(chan struct{}), make(chan struct{})
+	defer func() {
+		close(stopSampling)
+		s.closeClients()
+		s.conns.Wait()
+		<-sampled
+		s.authLog.flush(s.cfg.Logger)
+		close(served)
+	}()
+	go func() {
+		defer close(sampled)
+		s.sampleLoop(stopSampling)
+	}()
 	var backoff time.Duration
 	for {
 		nc, err := ln.Accept()
@@ -193,22 +218,37 @@ func (s *Server) Serve(ln net.Listener) error {
 		}
 		backoff = 0
 		if c := s.accept(nc); c != nil {
-			go s.serveConn(c, c.conn)
+			s.conns.Add(1)
+			go func() {
+				defer s.conns.Done()
+				s.serveConn(c, c.conn)
+			}()
 		}
 	}
 }
 
-// Close stops accepting and closes every connection.
+// Close stops accepting, ends every connection, cancels the waits of the
+// commands in flight and waits until each connection's goroutine has
+// returned: no command runs once it returns. A Serve called after Close
+// serves nothing.
 func (s *Server) Close() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ln == nil {
+	s.closing = true
+	ln, served := s.ln, s.served
+	s.mu.Unlock()
+	s.endCommands()
+	if ln == nil {
 		return nil
 	}
-	return s.ln.Close()
+	err := ln.Close()
+	<-served
+	if errors.Is(err, net.ErrClosed) {
+		err = nil // closed before
+	}
+	return err
 }
 
-// closeClients closes every connection once Serve stops.
+// closeClients ends every connection once Serve stops.
 func (s *Server) closeClients() {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -166,24 +166,23 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		clock, debugClock = offset.Now, offset
 		log.Warn("--enable-debug-command: DEBUG CLOCK can step this node's clock")
 	}
-	// Signals are caught before the node opens (it serves before Open
-	// returns, and a join may wait minutes): one that comes during the start
-	// stops the node as soon as it is up; a second one exits at once.
-	signals := make(chan os.Signal, 2)
+	// SIGTERM or SIGINT during the start ends it: the node stops the phase
+	// it is in (a join waiting for an answer, a catch-up, the settle wait)
+	// and what it started, and the process exits 0. Once the node is up,
+	// one stops it cleanly.
+	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
-	opened := make(chan struct{})
+	defer signal.Stop(signals)
+	starting, cancelStart := context.WithCancel(context.Background())
+	defer cancelStart()
+	startSignal := make(chan os.Signal, 1)
 	go func() {
+		defer close(startSignal)
 		select {
-		case <-opened:
+		case <-starting.Done(): // the start ended
 		case sig := <-signals:
-			log.Info("signal during the start: stopping once the node is up (a second one exits now)", "signal", sig.String())
-			select {
-			case <-opened:
-				signals <- sig
-			case <-signals:
-				log.Warn("second signal during the start: exiting now")
-				os.Exit(1)
-			}
+			startSignal <- sig
+			cancelStart()
 		}
 	}()
 	ncfg := node.Config{
@@ -203,30 +202,40 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		// was cut short: this one finishes the move and joins again.
 		aside, err := node.MoveAside(again)
 		if err != nil {
-			close(opened)
 			return fail(fmt.Errorf("finishing the move of %s aside: %w", cfg.Dir, err))
 		}
 		log.Warn("finished moving a removed member's old state aside, cut short at the last start: joining again as a new member",
 			"node_id", again.NodeID, "join", again.Join, "moved_to", aside)
 		ncfg = again
 	}
-	n, err := node.Open(ncfg)
+	n, err := node.Open(starting, ncfg)
 	if again, removed := node.Rejoin(ncfg, err); removed {
 		// Removed while it was down (a pod back with its volume after
 		// --dead-member-after): it joins again as a new member under its
 		// node ID, on its directory emptied, with no operator step.
 		aside, merr := node.MoveAside(again)
 		if merr != nil {
-			close(opened)
 			return fail(fmt.Errorf("%w; moving %s aside to join again: %v", err, cfg.Dir, merr))
 		}
 		log.Warn("the cluster removed this node while it was down: joining again as a new member, its old state moved aside",
 			"node_id", again.NodeID, "join", again.Join, "moved_to", aside, "reason", err.Error())
-		n, err = node.Open(again)
+		n, err = node.Open(starting, again)
 	}
-	close(opened)
-	if err != nil {
+	cancelStart() // the start ended: Open's context is no longer used
+	sig, signalled := <-startSignal
+	var stopped *node.StoppedError
+	switch {
+	case signalled && errors.As(err, &stopped):
+		log.Info("stopped during the start", "signal", sig.String(), "phase", stopped.Phase)
+		return 0
+	case err != nil:
 		return fail(err)
+	case signalled:
+		// The signal came as the start ended: the node is up; stop it.
+		select {
+		case signals <- sig:
+		default: // another one is queued
+		}
 	}
 	if metrics != nil {
 		src := &metricSources{resp: n.Server, gen: n.Gen, segs: n.Segments, cl: n.Cluster, notMember: n.NotMember, ready: n.Ready}

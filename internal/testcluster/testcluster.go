@@ -94,7 +94,7 @@ func Open(t testing.TB, id, dir string, joinVia *Node, mod func(*node.Config)) (
 		rl.Close() // mod brought its own Raft port
 		nd.Stream = nil
 	}
-	if nd.Node, err = node.Open(cfg); err != nil {
+	if nd.Node, err = node.Open(context.Background(), cfg); err != nil {
 		rl.Close()
 		return nil, err
 	}

@@ -29,11 +29,12 @@ import (
 )
 
 // checkCopy refuses a one-node cluster's directory that is a copy, and
-// tells a member of a larger cluster that it is one ("" when it is not).
+// tells a member of a larger cluster that it is one ("" when it is not):
+// the plan's restored copy.
 func (n *Node) checkCopy() (string, error) {
-	copied, err := n.Store.CheckCopy()
-	if err != nil || copied == "" {
-		return "", err
+	copied := n.plan.copied
+	if copied == "" {
+		return "", nil
 	}
 	if n.Cluster.Alone() {
 		return "", fmt.Errorf("refusing to start: %s. A copy may be older than what this node issued, and would issue those "+
@@ -52,7 +53,7 @@ func (n *Node) checkCopy() (string, error) {
 // committed lease end. If the cluster cannot be reached in time, a
 // directory that is not a known copy starts from its own state (as before;
 // the background renewals carry the incarnation) and a copy is refused.
-func (n *Node) startLease(worker, startAbove, lease int64, copied string) (int64, int64, error) {
+func (n *Node) startLease(ctx context.Context, worker, startAbove, lease int64, copied string) (int64, int64, error) {
 	inc, err := n.Store.NextIncarnationSync()
 	if err != nil {
 		return 0, 0, err
@@ -68,7 +69,7 @@ func (n *Node) startLease(worker, startAbove, lease int64, copied string) (int64
 	if n.checkInLater {
 		wait = 0 // the check-in already waited for a cluster it could not reach
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	g, err := n.renewUntil(ctx, worker, start+leaseMS, inc)
 	switch {

@@ -189,7 +189,8 @@ type meta struct {
 	// (restore.go) raises it, since the node it restores may have created
 	// tags after the copy was taken.
 	TagBase int64 `json:"tag_base,omitempty"`
-	// MaxTags bounds the number of tags (entryMaxTags); 0: no bound.
+	// MaxTags is the bound on the number of tags an entryMaxTags set:
+	// 0 when none did (the bound is DefaultMaxTags), -1 for no bound.
 	MaxTags int `json:"max_tags,omitempty"`
 }
 

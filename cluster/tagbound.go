@@ -3,7 +3,9 @@ package cluster
 // The bound on the number of tags (--max-tags). The state machine decides
 // it where a tag is created (an allocation, a SET, an MSET of a tag it does
 // not hold), against a bound the log itself carries (entryMaxTags), so
-// every member refuses the same new tag and none disagrees.
+// every member refuses the same new tag and none disagrees. A cluster whose
+// leader runs with the default bound commits no entry, so that a member
+// rolled back to a build before the bound meets none in its log.
 
 import (
 	"context"
@@ -13,6 +15,12 @@ import (
 	"idserver/persist"
 )
 
+// DefaultMaxTags is the bound on the number of tags of a cluster whose log
+// carries no other (docs/operations.md, --max-tags): a tag costs about
+// 1.6 KiB of resident memory, so 200,000 tags take about 320 MiB and leave
+// a 1 GiB pod room for the rest.
+const DefaultMaxTags = 200_000
+
 // ErrTagLimit: the command would create a tag past the cluster's bound on
 // the number of tags (--max-tags). Nothing changed; tags that exist keep
 // working.
@@ -21,17 +29,33 @@ var ErrTagLimit = errors.New("tag limit reached")
 // tagRoom refuses newTags more tags past the bound. The caller holds the
 // state machine's lock.
 func (f *fsm) tagRoom(newTags int) error {
-	if f.meta.MaxTags <= 0 || len(f.tags)+newTags <= f.meta.MaxTags {
+	bound := f.bound()
+	if bound == 0 || len(f.tags)+newTags <= bound {
 		return nil
 	}
 	return fmt.Errorf("%w: --max-tags %d, and the cluster holds %d tags: a new tag is refused, existing tags keep working (raise --max-tags on every node to create more)",
-		ErrTagLimit, f.meta.MaxTags, len(f.tags))
+		ErrTagLimit, bound, len(f.tags))
+}
+
+// bound is the bound the state holds, 0 for none. The caller holds the
+// state machine's lock.
+func (f *fsm) bound() int {
+	switch {
+	case f.meta.MaxTags == 0:
+		return DefaultMaxTags
+	case f.meta.MaxTags < 0:
+		return 0
+	}
+	return f.meta.MaxTags
 }
 
 func (f *fsm) applyMaxTags(d *decoder, b *persist.Batch, _ *changes) any {
 	n := d.uvarint()
 	d.end()
 	f.meta.MaxTags = int(min(n, 1<<31))
+	if n == 0 {
+		f.meta.MaxTags = -1
+	}
 	return nil
 }
 
@@ -39,7 +63,7 @@ func (f *fsm) applyMaxTags(d *decoder, b *persist.Batch, _ *changes) any {
 func (f *fsm) maxTags() int {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return f.meta.MaxTags
+	return f.bound()
 }
 
 // MaxTags is the cluster's bound on the number of tags as this node has

@@ -412,8 +412,6 @@ func (c *Config) sentinelMasterNames() []string {
 	return names
 }
 
-// defaultMaxTags is --max-tags when not given: a tag costs about 1.6 KiB of
-// resident memory (its state, its buffers, its Pebble and snapshot copies),
-// so 200,000 tags take about 320 MiB and leave a 1 GiB pod room for the
-// rest (docs/operations.md).
-const defaultMaxTags = 200_000
+// defaultMaxTags is --max-tags when not given: the bound a cluster keeps
+// without committing one.
+const defaultMaxTags = cluster.DefaultMaxTags

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/redis/go-redis/v9"
 
 	"idserver/internal/systest"
@@ -66,7 +67,8 @@ func TestTagsOfAnyBytes(t *testing.T) {
 	checkTags := func(p *systest.Proc, rdb *redis.Client) {
 		t.Helper()
 		body := systest.Scrape(t, "http://"+maddr+"/metrics")
-		families, err := new(expfmt.TextParser).TextToMetricFamilies(strings.NewReader(body))
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		families, err := parser.TextToMetricFamilies(strings.NewReader(body))
 		if err != nil {
 			t.Fatalf("/metrics does not parse: %v", err)
 		}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -23,7 +24,7 @@ import (
 	"idserver/internal/testproc"
 )
 
-var record = flag.Bool("record", false, "TestRecordQuorumLoss: write idserver-rules_test.yaml from three live nodes, two of them killed")
+var record = flag.Bool("record", false, "TestRecordQuorumLoss: also write its recording to idserver-rules_test.yaml")
 
 var binary string
 
@@ -358,18 +359,17 @@ func TestPromtoolRules(t *testing.T) {
 	}
 }
 
-// TestRecordQuorumLoss (with -record) writes idserver-rules_test.yaml: it
-// starts three nodes, scrapes n1 every second while all three run, kills
+// TestRecordQuorumLoss records a real quorum loss and checks that the
+// alert rules fire on it (promtool test rules); with -record it writes the
+// recording to idserver-rules_test.yaml. It starts three nodes, scrapes n1 every second while all three run, kills
 // n2 and n3 (SIGKILL), and scrapes n1 on until it has known no leader and
 // been unable to issue for ten scrapes. The series the rules name become
 // the promtool test's input (those of the rules only), one scrape per second of test time, each
 // holding its last value after the last scrape; the expected alerts are
 // those of expectations below.
 func TestRecordQuorumLoss(t *testing.T) {
-	if !*record {
-		t.Skip("writes " + rulesTestFile + ": run with -record")
-	}
 	testproc.Long(t)
+	promtool := testproc.Need(t, "promtool")
 	names, _ := splitNames(ruleExprs(t))
 	wanted := map[string]bool{}
 	for _, n := range names {
@@ -422,10 +422,28 @@ func TestRecordQuorumLoss(t *testing.T) {
 		<-tick.C
 	}
 	text := renderRulesTest(t, scrapes, wanted)
-	if err := os.WriteFile(rulesTestFile, []byte(text), 0o644); err != nil {
+	// promtool reads the rules beside the test file.
+	dir := t.TempDir()
+	rules, err := os.ReadFile(rulesFile)
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("wrote %s: %d scrapes (%d healthy)", rulesTestFile, len(scrapes), healthyScrapes)
+	if err := os.WriteFile(filepath.Join(dir, rulesFile), rules, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, rulesTestFile), []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(promtool, "test", "rules", filepath.Join(dir, rulesTestFile)).CombinedOutput(); err != nil {
+		t.Fatalf("promtool test rules on this recording: %v\n%s", err, out)
+	}
+	if *record {
+		if err := os.WriteFile(rulesTestFile, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote %s", rulesTestFile)
+	}
+	t.Logf("%d scrapes (%d healthy); the rules fire on them", len(scrapes), healthyScrapes)
 }
 
 // healthyScrapes are recorded before n2 and n3 are killed.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"idserver/internal/testproc"
 	"io"
 	"os"
 	"os/exec"
@@ -23,29 +24,18 @@ type scriptClient struct {
 	env  []string
 }
 
-// pythonClient is redis-py under Debian's /usr/bin/python3, or a skip with
-// the line that installs it.
+// pythonClient is redis-py under the first python3 on PATH that has it,
+// or a skip with the line that installs it.
 func pythonClient(t *testing.T) scriptClient {
 	t.Helper()
-	const py = "/usr/bin/python3"
-	if _, err := os.Stat(py); err != nil {
-		t.Skip("/usr/bin/python3 not found: apt-get install python3 python3-redis")
-	}
-	if err := exec.Command(py, "-c", "import redis").Run(); err != nil {
-		t.Skip("redis-py not found for /usr/bin/python3: apt-get install python3-redis")
-	}
+	py := testproc.NeedPythonRedis(t)
 	return scriptClient{name: "redis-py", argv: []string{py, filepath.Join(repoRoot(), "clients", "cluster_modes.py")}}
 }
 
-// nodeClient is ioredis under node, from IDSERVER_NODE_MODULES, or a skip
-// with what to install.
+// nodeClient is ioredis under node, or a skip with what to install.
 func nodeClient(t *testing.T) scriptClient {
 	t.Helper()
-	modules := os.Getenv("IDSERVER_NODE_MODULES")
-	node, err := exec.LookPath("node")
-	if modules == "" || err != nil {
-		t.Skip("set IDSERVER_NODE_MODULES to a node_modules folder holding ioredis (npm install ioredis), with node on PATH; .ci/run does")
-	}
+	node, modules := testproc.NeedNodeModules(t, "ioredis")
 	return scriptClient{name: "ioredis", argv: []string{node, filepath.Join(repoRoot(), "clients", "cluster_modes.js")}, env: []string{"NODE_PATH=" + modules}}
 }
 

@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -47,7 +48,7 @@ type clusterStatus struct {
 	Node      string `json:"node"`       // the node asked
 	ClusterID string `json:"cluster_id"` // empty before it belongs to one
 	Leader    string `json:"leader"`     // the leader's node ID; empty when the node knows none
-	Term      string `json:"term"`
+	Term      int64  `json:"term"`
 	Voters    int    `json:"voters"`
 	// FailureTolerance is how many voters can fail now with a quorum left.
 	FailureTolerance int `json:"failure_tolerance"`
@@ -73,7 +74,7 @@ func runStatus(args []string, getenv func(string) string, stdout, stderr io.Writ
 	asJSON := fs.Bool("json", false, "print JSON")
 	timeout := fs.Duration("timeout", 5*time.Second, "how long to wait for the node")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: idserver status --addr host:port [--password P] [--tls-ca FILE] [--json]\n"+
+		fmt.Fprintln(fs.Output(), "usage: idserver status --addr host:port [--password P] [--tls-ca FILE] [--timeout D] [--json]\n"+
 			"exits 0 when the cluster can issue, 1 when it cannot (or the node does not answer), 2 on a usage error")
 		fs.PrintDefaults()
 	}
@@ -83,6 +84,23 @@ func runStatus(args []string, getenv func(string) string, stdout, stderr io.Writ
 	if fs.NArg() > 0 {
 		fs.Usage()
 		return 2
+	}
+	if _, _, err := net.SplitHostPort(*addr); err != nil {
+		fmt.Fprintf(stderr, "idserver status: --addr %q: host:port expected\n", *addr)
+		return 2
+	}
+	if *timeout <= 0 {
+		fmt.Fprintf(stderr, "idserver status: --timeout %v: more than 0 expected\n", *timeout)
+		return 2
+	}
+	// go-redis logs its failed dials itself; the error below says it once.
+	redis.SetLogger(quietRedis{})
+	failed := func(err error) int {
+		fmt.Fprintf(stderr, "idserver status: %s: %v\n", *addr, err)
+		if *asJSON {
+			json.NewEncoder(stdout).Encode(map[string]any{"addr": *addr, "error": err.Error(), "can_issue": false})
+		}
+		return 1
 	}
 	var tlsConfig *tls.Config
 	if *caFile != "" {
@@ -105,13 +123,11 @@ func runStatus(args []string, getenv func(string) string, stdout, stderr io.Writ
 	defer c.Close()
 	info, err := c.Do(ctx, "CLUSTER", "INFO").Text()
 	if err != nil {
-		fmt.Fprintf(stderr, "idserver status: %s: %v\n", *addr, err)
-		return 1
+		return failed(err)
 	}
 	now, err := nodeIDTime(ctx, c)
 	if err != nil {
-		fmt.Fprintf(stderr, "idserver status: %s: %v\n", *addr, err)
-		return 1
+		return failed(err)
 	}
 	st := parseClusterStatus(info, now)
 	if *asJSON {
@@ -171,7 +187,7 @@ func parseClusterStatus(info string, nowMS int64) clusterStatus {
 		return max(0, end-nowMS)
 	}
 	st := clusterStatus{
-		Node: kv["node_id"], ClusterID: kv["cluster_id"], Leader: kv["leader_id"], Term: kv["term"],
+		Node: kv["node_id"], ClusterID: kv["cluster_id"], Leader: kv["leader_id"], Term: atoi64(kv["term"]),
 		Voters: int(num(kv["raft_voters"])), FailureTolerance: int(num(kv["raft_failure_tolerance"])),
 		LeaseLeftMS: leaseLeft(num(kv["worker_lease_end_ms"])), Members: []statusMember{}, Problems: []string{},
 	}
@@ -221,7 +237,7 @@ func printStatus(w io.Writer, st clusterStatus) {
 	if !st.CanIssue {
 		can = "NO"
 	}
-	fmt.Fprintf(w, "node %s, cluster %s, term %s\n", st.Node, st.ClusterID, st.Term)
+	fmt.Fprintf(w, "node %s, cluster %s, term %d\n", st.Node, st.ClusterID, st.Term)
 	fmt.Fprintf(w, "leader: %s\nvoters: %d, failure tolerance: %d\nlease left: %s\ncan issue: %s\n",
 		leader, st.Voters, st.FailureTolerance, msOr(st.LeaseLeftMS, "none"), can)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -257,4 +273,15 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// quietRedis drops go-redis's own log lines.
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}
+
+// atoi64 is s as a number, 0 when it is none.
+func atoi64(s string) int64 {
+	n, _ := strconv.ParseInt(s, 10, 64)
+	return n
 }

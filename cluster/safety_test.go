@@ -112,7 +112,7 @@ func TestForgottenNodeThatRunsOn(t *testing.T) {
 	w3 := issueUntil(ids, "n3", gone.Client, stop, &n3Err, &n3ErrAt)
 	wait.For(t, 10*time.Second, "n3 issues IDs", func() (bool, string) { return ids.from("n3") > 0, fmt.Sprint(n3Err.Load()) })
 	ctx := context.Background()
-	if err := nodes[0].Client.Do(ctx, "CLUSTER", "FORGET", "n3").Err(); err != nil {
+	if err := testcluster.RetryTryAgain(func() error { return nodes[0].Client.Do(ctx, "CLUSTER", "FORGET", "n3").Err() }); err != nil {
 		t.Fatal(err)
 	}
 	forgotAt := time.Now()
@@ -207,20 +207,27 @@ func TestSetIsSeenByEveryMember(t *testing.T) {
 	for round := range 300 {
 		tag := "t" + string(rune('a'+round%5))
 		f := nodes[round%3]
-		if err := f.Client.Do(ctx, "INCR", tag).Err(); err != nil {
+		if err := testcluster.RetryTryAgain(func() error { return f.Client.Do(ctx, "INCR", tag).Err() }); err != nil {
 			t.Fatal(err)
 		}
-		high, err := l.Client.Do(ctx, "GET", tag).Int64()
-		if err != nil {
+		var high int64
+		if err := testcluster.RetryTryAgain(func() (err error) {
+			high, err = l.Client.Do(ctx, "GET", tag).Int64()
+			return err
+		}); err != nil {
 			t.Fatal(err)
 		}
 		v := high + 50
 		via := nodes[(round/3)%3]
-		if err := via.Client.Do(ctx, "SET", tag, v).Err(); err != nil {
+		if err := testcluster.RetryTryAgain(func() error { return via.Client.Do(ctx, "SET", tag, v).Err() }); err != nil {
 			t.Fatalf("round %d: SET %s %d on %s: %v", round, tag, v, via.ID, err)
 		}
 		for _, n := range nodes {
-			got, err := n.Client.Do(ctx, "INCR", tag).Int64()
+			var got int64
+			err := testcluster.RetryTryAgain(func() (err error) {
+				got, err = n.Client.Do(ctx, "INCR", tag).Int64()
+				return err
+			})
 			if err != nil || got <= v {
 				t.Fatalf("round %d: INCR %s on %s after SET %d (sent to %s): %d %v", round, tag, n.ID, v, via.ID, got, err)
 			}

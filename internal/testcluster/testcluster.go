@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -268,4 +269,19 @@ func (n *Node) WaitSpare(t testing.TB, tag string) {
 		}
 		return false, "no buffer"
 	})
+}
+
+// RetryTryAgain runs do until it answers anything but TRYAGAIN, for at
+// most LeaderTimeout, as a client does: TRYAGAIN (an election, a leader
+// that stepped down) promises nothing was acknowledged, so a test whose
+// claim is not about leadership asks again.
+func RetryTryAgain(do func() error) error {
+	deadline := time.Now().Add(LeaderTimeout)
+	for {
+		err := do()
+		if err == nil || !strings.HasPrefix(err.Error(), "TRYAGAIN") || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

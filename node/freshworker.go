@@ -1,6 +1,7 @@
 package node
 
-// A clock that went back further than --max-borrow (SPEC section 9): the
+// A clock that went back further than --max-borrow (docs/guarantees.md,
+// promise 3): the
 // node takes a fresh worker ID from the cluster (cluster.FreshWorker: one
 // whose previous lease ended below this node's clock) and issues on it from
 // the wall clock on, instead of answering CLOCKBACK until the clock catches

@@ -527,9 +527,8 @@ func (n *Node) checkIn(ctx context.Context, viaCluster bool) (worker, startAbove
 
 // retryDelay is the wait before check-in attempt+1: soon at first (a
 // restarting one-node cluster leads itself within milliseconds, and a start
-// should not wait 250 ms more), then 250 ms. (10ms<<attempt overflows from
-// attempt 40 on, about 10 s in, into no wait at all at attempt 40 and from
-// 64: QA saw a joiner log 40 lines a second.)
+// should not wait 250 ms more), then 250 ms. The wait is never zero, however
+// many attempts, so a joiner that keeps failing logs a few lines a second.
 func retryDelay(attempt int) time.Duration {
 	if attempt >= 5 {
 		return 250 * time.Millisecond

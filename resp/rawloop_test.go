@@ -231,6 +231,7 @@ func TestCloseEndsAConnectionWaitingInACommand(t *testing.T) {
 	}
 	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if b, err := rd.ReadByte(); err == nil || !(err == io.EOF || strings.Contains(err.Error(), "reset")) {
-		t.Fatalf("connection still open after Server.Close: read %q, %v", b, err)
+		rest, _ := rd.ReadString(10)
+		t.Fatalf("connection still open after Server.Close: read %q, %v", string(b)+rest, err)
 	}
 }

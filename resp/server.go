@@ -236,11 +236,16 @@ func (s *Server) Close() error {
 	s.closing = true
 	ln, served := s.ln, s.served
 	s.mu.Unlock()
-	s.endCommands()
 	if ln == nil {
+		s.endCommands()
 		return nil
 	}
+	// The connections end before the commands' waits are cancelled, so
+	// that a cancelled command's error reaches no client: its connection
+	// ends without a reply, as at any shutdown.
 	err := ln.Close()
+	s.closeClients()
+	s.endCommands()
 	<-served
 	if errors.Is(err, net.ErrClosed) {
 		err = nil // closed before
@@ -272,11 +277,16 @@ func (s *Server) accept(nc net.Conn) *client {
 	cn.SetContext(c)
 	s.stats.connections.Add(1)
 	s.mu.Lock()
+	closing := s.closing
 	full := len(s.clients) >= s.cfg.MaxClients
-	if !full {
+	if !full && !closing {
 		s.clients[c] = struct{}{}
 	}
 	s.mu.Unlock()
+	if closing { // accepted as Close began: it would miss Close's ending
+		nc.Close()
+		return nil
+	}
 	if full {
 		if n := s.stats.rejected.Add(1); n == 1 || n%1000 == 0 {
 			s.cfg.Logger.Warn("refusing connections: --maxclients reached", "maxclients", s.cfg.MaxClients, "refused_so_far", n)

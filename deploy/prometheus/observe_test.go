@@ -21,12 +21,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"idserver/internal/systest"
 	"idserver/internal/testproc"
 )
 
 var record = flag.Bool("record", false, "TestRecordQuorumLoss: also write its recording to idserver-rules_test.yaml")
-
-var binary string
 
 const (
 	rulesFile     = "idserver-rules.yaml"
@@ -34,21 +33,7 @@ const (
 	dashboardFile = "../grafana/idserver.json"
 )
 
-func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() {
-		os.Exit(m.Run()) // the process tests skip: nothing to build
-	}
-	bin, remove, err := testproc.Build()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = bin
-	code := m.Run()
-	remove()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { systest.MainShort(m) }
 
 // node is one idserver process with its metrics address.
 type node struct {
@@ -65,7 +50,7 @@ func startNode(t *testing.T, id, join string) *node {
 	if join != "" {
 		args = append(args, "--join", join)
 	}
-	s, err := testproc.Start(t, testproc.Config{Binary: binary, Dir: t.TempDir(), Args: args, Ready: []any{"NEXTID"}})
+	s, err := testproc.Start(t, testproc.Config{Binary: systest.Binary(t), Dir: t.TempDir(), Args: args, Ready: []any{"NEXTID"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,9 +35,19 @@ var binary string
 // package's tests, runs them and removes the binary. Under -short it runs
 // nothing: every test of these packages starts real processes (Long), and
 // some start them from goroutines, where a skip would not end the test.
-func Main(m *testing.M) {
+func Main(m *testing.M) { runMain(m, false) }
+
+// MainShort is Main for a package that also holds tests that start no
+// process: under -short it runs the tests without building the binary,
+// and those that start one skip (Binary, Start).
+func MainShort(m *testing.M) { runMain(m, true) }
+
+func runMain(m *testing.M, unitsInShort bool) {
 	flag.Parse()
 	if testing.Short() {
+		if unitsInShort {
+			os.Exit(m.Run())
+		}
 		fmt.Println("real-process tests: not in -short")
 		os.Exit(0)
 	}

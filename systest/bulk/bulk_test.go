@@ -4,11 +4,8 @@ package bulk
 
 import (
 	"context"
-	"flag"
-	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,26 +13,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"idserver/internal/systest"
 	"idserver/internal/testproc"
 )
 
-var binary string
-
-func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() {
-		os.Exit(m.Run()) // every test skips: nothing to build
-	}
-	bin, remove, err := testproc.Build()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = bin
-	code := m.Run()
-	remove()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { systest.Main(m) }
 
 // TestMSetThroughAFollowerUpToMaxTags: three members with --max-tags 1000.
 // MSETs through a follower raise every tag on every member (GET on each,
@@ -58,7 +40,7 @@ func TestMSetThroughAFollowerUpToMaxTags(t *testing.T) {
 		} else {
 			args = append(args, "--join", first)
 		}
-		s, err := testproc.Start(t, testproc.Config{Binary: binary, Dir: t.TempDir(), Args: args, Ready: []any{"NEXTID"}})
+		s, err := testproc.Start(t, testproc.Config{Binary: systest.Binary(t), Dir: t.TempDir(), Args: args, Ready: []any{"NEXTID"}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"idserver/internal/systest"
 	"idserver/internal/testproc"
 )
 
@@ -161,13 +162,13 @@ func TestRollingRestartInOrder(t *testing.T) {
 // such a start keeps 6380 and warns.
 func TestServiceLinksDoNotStopTheProcess(t *testing.T) {
 	long(t)
-	cmd := exec.Command(binary, "--version")
+	cmd := exec.Command(systest.Binary(t), "--version")
 	cmd.Env = append(os.Environ(), serviceLinks()...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("idserver --version with the service links of a Service named idserver: %v\n%s", err, out)
 	}
-	srv, err := testproc.Start(t, testproc.Config{Binary: binary, Dir: t.TempDir(), Env: serviceLinks(), Ready: []any{"NEXTID"}})
+	srv, err := testproc.Start(t, testproc.Config{Binary: systest.Binary(t), Dir: t.TempDir(), Env: serviceLinks(), Ready: []any{"NEXTID"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,15 +12,36 @@ import (
 	"idserver/internal/testproc"
 )
 
+// startReady starts the three pods at once and waits until they are
+// ready.
+func startReady(t *testing.T) *statefulSet {
+	t.Helper()
+	s := newStatefulSet(t)
+	s.startAll()
+	s.waitReady(60*time.Second, 0, 1, 2)
+	return s
+}
+
+// startWatched is startReady with the pods watched (watchTruth): pod i
+// while up[i] is true, which it is for every pod at first.
+func startWatched(t *testing.T) (*statefulSet, *[3]atomic.Bool, *truth) {
+	t.Helper()
+	s := startReady(t)
+	up := new([3]atomic.Bool)
+	for i := range up {
+		up[i].Store(true)
+	}
+	w := s.watchTruth(&ids{}, func(i int) bool { return up[i].Load() })
+	return s, up, w
+}
+
 // TestParallelFirstStart: the StatefulSet created with every pod at once
 // (podManagementPolicy Parallel) on empty volumes comes up: pod 0
 // bootstraps although the others answer (each waiting to join), and they
 // join it.
 func TestParallelFirstStart(t *testing.T) {
 	long(t)
-	s := newStatefulSet(t)
-	s.startAll()
-	s.waitReady(60*time.Second, 0, 1, 2)
+	s := startReady(t)
 	for i := range s.pods {
 		if _, err := s.nextID(i); err != nil {
 			t.Fatalf("pod %d ready, NEXTID: %v", i, err)
@@ -35,9 +56,7 @@ func TestParallelFirstStart(t *testing.T) {
 // ready again and NEXTID answers.
 func TestMemberAloneIsNotReady(t *testing.T) {
 	long(t)
-	s := newStatefulSet(t)
-	s.startAll()
-	s.waitReady(60*time.Second, 0, 1, 2)
+	s := startReady(t)
 	s.pods[1].srv.Kill()
 	s.pods[2].srv.Kill()
 	// The lease (--worker-lease, 10 s by default) runs out, then the probe
@@ -77,15 +96,7 @@ func TestMemberAloneIsNotReady(t *testing.T) {
 // back ready; meanwhile a pod is ready only while it answers NEXTID.
 func TestFullRestartInParallel(t *testing.T) {
 	long(t)
-	s := newStatefulSet(t)
-	s.startAll()
-	s.waitReady(60*time.Second, 0, 1, 2)
-	var up [3]atomic.Bool
-	for i := range up {
-		up[i].Store(true)
-	}
-	got := &ids{}
-	w := s.watchTruth(got, func(i int) bool { return up[i].Load() })
+	s, up, w := startWatched(t)
 	time.Sleep(time.Second) // a few rounds of the watch before the kill
 	for i, p := range s.pods {
 		up[i].Store(false)
@@ -115,15 +126,7 @@ func TestFullRestartInParallel(t *testing.T) {
 // NEXTID throughout, and a pod is ready only while it answers NEXTID.
 func TestRollingRestartInOrder(t *testing.T) {
 	long(t)
-	s := newStatefulSet(t)
-	s.startAll()
-	s.waitReady(60*time.Second, 0, 1, 2)
-	var up [3]atomic.Bool
-	for i := range up {
-		up[i].Store(true)
-	}
-	got := &ids{}
-	w := s.watchTruth(got, func(i int) bool { return up[i].Load() })
+	s, up, w := startWatched(t)
 	for i := len(s.pods) - 1; i >= 0; i-- {
 		up[i].Store(false)
 		if err := s.pods[i].srv.Stop(30 * time.Second); err != nil { // terminationGracePeriodSeconds

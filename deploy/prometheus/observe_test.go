@@ -303,20 +303,7 @@ func TestDashboardNamesExporterMetrics(t *testing.T) {
 	}
 	n := startNode(t, "n1", "")
 	load(t, n.Addr)
-	web := "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t))
-	cmd := exec.Command(exporter, "-redis.addr", "redis://"+n.Addr, "-web.listen-address", web)
-	out := &testproc.Buffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("exporter output:\n%s", out)
-		}
-	}()
+	web := systest.StartExporter(t, exporter, n.Addr)
 	samples := scrapeUntil(t, "http://"+web+"/metrics")
 	if up, _ := value(samples, "redis_up", nil); up != 1 {
 		t.Fatalf("redis_up is %v, not 1", up)

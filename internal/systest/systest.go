@@ -323,3 +323,26 @@ func Spread(ds []time.Duration) string {
 	ms := func(d time.Duration) int64 { return d.Milliseconds() }
 	return fmt.Sprintf("%d (%d-%d)", ms(s[len(s)/2]), ms(s[0]), ms(s[len(s)-1]))
 }
+
+// StartExporter starts prometheus-redis-exporter (the program at path)
+// scraping the idserver at addr and returns the host:port of its
+// /metrics. The exporter is killed when the test ends, its output logged
+// if the test failed.
+func StartExporter(t testing.TB, path, addr string) string {
+	t.Helper()
+	web := FreeAddr(t)
+	cmd := exec.Command(path, "-redis.addr", "redis://"+addr, "-web.listen-address", web)
+	out := &testproc.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("exporter output:\n%s", out)
+		}
+	})
+	return web
+}

@@ -4,8 +4,6 @@ package bulk
 
 import (
 	"context"
-	"io"
-	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -128,14 +126,9 @@ func TestMSetThroughAFollowerUpToMaxTags(t *testing.T) {
 			t.Errorf("INFO cluster tags:%s, want 1000", v)
 		}
 	}
-	resp, err := http.Get("http://" + metrics + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	body := systest.Scrape(t, "http://"+metrics+"/metrics")
 	for _, want := range []string{"\nidserver_max_tags 1000\n", "\nidserver_tags 1000\n"} {
-		if !strings.Contains(string(body), want) {
+		if !strings.Contains(body, want) {
 			t.Errorf("/metrics has no %q", strings.TrimSpace(want))
 		}
 	}

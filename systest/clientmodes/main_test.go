@@ -60,11 +60,7 @@ func startCluster(t *testing.T, size int, flags ...string) []*node {
 	for _, n := range nodes {
 		rdb := redis.NewClient(&redis.Options{Addr: n.addr()})
 		eventually(t, 20*time.Second, func() error {
-			text, err := rdb.Do(context.Background(), "CLUSTER", "INFO").Text()
-			if err != nil {
-				return err
-			}
-			if !strings.Contains(text, "\r\nmembers:"+strconv.Itoa(size)+"\r\n") {
+			if systest.ClusterInfo(t, rdb)["members"] != strconv.Itoa(size) {
 				return fmt.Errorf("%s does not know every member yet", n.addr())
 			}
 			return nil

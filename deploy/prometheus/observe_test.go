@@ -21,12 +21,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"idserver/internal/systest"
 	"idserver/internal/testproc"
 )
 
 var record = flag.Bool("record", false, "TestRecordQuorumLoss: also write its recording to idserver-rules_test.yaml")
-
-var binary string
 
 const (
 	rulesFile     = "idserver-rules.yaml"
@@ -34,21 +33,7 @@ const (
 	dashboardFile = "../grafana/idserver.json"
 )
 
-func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() {
-		os.Exit(m.Run()) // the process tests skip: nothing to build
-	}
-	bin, remove, err := testproc.Build()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = bin
-	code := m.Run()
-	remove()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { systest.MainShort(m) }
 
 // node is one idserver process with its metrics address.
 type node struct {
@@ -65,7 +50,7 @@ func startNode(t *testing.T, id, join string) *node {
 	if join != "" {
 		args = append(args, "--join", join)
 	}
-	s, err := testproc.Start(t, testproc.Config{Binary: binary, Dir: t.TempDir(), Args: args, Ready: []any{"NEXTID"}})
+	s, err := testproc.Start(t, testproc.Config{Binary: systest.Binary(t), Dir: t.TempDir(), Args: args, Ready: []any{"NEXTID"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,20 +303,7 @@ func TestDashboardNamesExporterMetrics(t *testing.T) {
 	}
 	n := startNode(t, "n1", "")
 	load(t, n.Addr)
-	web := "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t))
-	cmd := exec.Command(exporter, "-redis.addr", "redis://"+n.Addr, "-web.listen-address", web)
-	out := &testproc.Buffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("exporter output:\n%s", out)
-		}
-	}()
+	web := systest.StartExporter(t, exporter, n.Addr)
 	samples := scrapeUntil(t, "http://"+web+"/metrics")
 	if up, _ := value(samples, "redis_up", nil); up != 1 {
 		t.Fatalf("redis_up is %v, not 1", up)

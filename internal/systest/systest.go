@@ -35,9 +35,19 @@ var binary string
 // package's tests, runs them and removes the binary. Under -short it runs
 // nothing: every test of these packages starts real processes (Long), and
 // some start them from goroutines, where a skip would not end the test.
-func Main(m *testing.M) {
+func Main(m *testing.M) { runMain(m, false) }
+
+// MainShort is Main for a package that also holds tests that start no
+// process: under -short it runs the tests without building the binary,
+// and those that start one skip (Binary, Start).
+func MainShort(m *testing.M) { runMain(m, true) }
+
+func runMain(m *testing.M, unitsInShort bool) {
 	flag.Parse()
 	if testing.Short() {
+		if unitsInShort {
+			os.Exit(m.Run())
+		}
 		fmt.Println("real-process tests: not in -short")
 		os.Exit(0)
 	}
@@ -312,4 +322,27 @@ func Spread(ds []time.Duration) string {
 	slices.Sort(s)
 	ms := func(d time.Duration) int64 { return d.Milliseconds() }
 	return fmt.Sprintf("%d (%d-%d)", ms(s[len(s)/2]), ms(s[0]), ms(s[len(s)-1]))
+}
+
+// StartExporter starts prometheus-redis-exporter (the program at path)
+// scraping the idserver at addr and returns the host:port of its
+// /metrics. The exporter is killed when the test ends, its output logged
+// if the test failed.
+func StartExporter(t testing.TB, path, addr string) string {
+	t.Helper()
+	web := FreeAddr(t)
+	cmd := exec.Command(path, "-redis.addr", "redis://"+addr, "-web.listen-address", web)
+	out := &testproc.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("exporter output:\n%s", out)
+		}
+	})
+	return web
 }

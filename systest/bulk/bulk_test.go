@@ -4,11 +4,6 @@ package bulk
 
 import (
 	"context"
-	"flag"
-	"fmt"
-	"io"
-	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,26 +11,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"idserver/internal/systest"
 	"idserver/internal/testproc"
 )
 
-var binary string
-
-func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() {
-		os.Exit(m.Run()) // every test skips: nothing to build
-	}
-	bin, remove, err := testproc.Build()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = bin
-	code := m.Run()
-	remove()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { systest.Main(m) }
 
 // TestMSetThroughAFollowerUpToMaxTags: three members with --max-tags 1000.
 // MSETs through a follower raise every tag on every member (GET on each,
@@ -58,7 +38,7 @@ func TestMSetThroughAFollowerUpToMaxTags(t *testing.T) {
 		} else {
 			args = append(args, "--join", first)
 		}
-		s, err := testproc.Start(t, testproc.Config{Binary: binary, Dir: t.TempDir(), Args: args, Ready: []any{"NEXTID"}})
+		s, err := testproc.Start(t, testproc.Config{Binary: systest.Binary(t), Dir: t.TempDir(), Args: args, Ready: []any{"NEXTID"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,14 +126,9 @@ func TestMSetThroughAFollowerUpToMaxTags(t *testing.T) {
 			t.Errorf("INFO cluster tags:%s, want 1000", v)
 		}
 	}
-	resp, err := http.Get("http://" + metrics + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	body := systest.Scrape(t, "http://"+metrics+"/metrics")
 	for _, want := range []string{"\nidserver_max_tags 1000\n", "\nidserver_tags 1000\n"} {
-		if !strings.Contains(string(body), want) {
+		if !strings.Contains(body, want) {
 			t.Errorf("/metrics has no %q", strings.TrimSpace(want))
 		}
 	}

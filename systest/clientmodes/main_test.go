@@ -3,7 +3,6 @@ package clientmodes
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,28 +11,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"idserver/internal/systest"
 	"idserver/internal/testproc"
 )
 
-// binary is the idserver built once for the package.
-var binary string
-
-func TestMain(m *testing.M) {
-	for _, a := range os.Args[1:] {
-		if a == "-test.short=true" || a == "-test.short" {
-			os.Exit(m.Run()) // every test skips: no build
-		}
-	}
-	bin, remove, err := testproc.Build()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = bin
-	code := m.Run()
-	remove()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { systest.Main(m) }
 
 // node is one idserver process of a test cluster, on ports it keeps across
 // a restart.
@@ -53,7 +35,7 @@ func (n *node) start(t *testing.T) {
 	if n.join != "" {
 		args = append(args, "--join", n.join)
 	}
-	p, err := testproc.Start(t, testproc.Config{Binary: binary, Dir: n.dir, Args: args, Ready: []any{"NEXTID"}})
+	p, err := testproc.Start(t, testproc.Config{Binary: systest.Binary(t), Dir: n.dir, Args: args, Ready: []any{"NEXTID"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,11 +60,7 @@ func startCluster(t *testing.T, size int, flags ...string) []*node {
 	for _, n := range nodes {
 		rdb := redis.NewClient(&redis.Options{Addr: n.addr()})
 		eventually(t, 20*time.Second, func() error {
-			text, err := rdb.Do(context.Background(), "CLUSTER", "INFO").Text()
-			if err != nil {
-				return err
-			}
-			if !strings.Contains(text, "\r\nmembers:"+strconv.Itoa(size)+"\r\n") {
+			if systest.ClusterInfo(t, rdb)["members"] != strconv.Itoa(size) {
 				return fmt.Errorf("%s does not know every member yet", n.addr())
 			}
 			return nil

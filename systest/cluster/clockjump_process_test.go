@@ -327,15 +327,7 @@ func TestClockJumpsInACluster(t *testing.T) {
 		loads[i] = startClockLoad(t, p.Addr, 2, time.Millisecond) // paced: three nodes share the cores
 	}
 	// worker is the worker ID CLUSTER INFO names.
-	worker := func(rdb *redis.Client) string {
-		text, _ := rdb.Do(ctx, "CLUSTER", "INFO").Text()
-		for _, line := range strings.Split(text, "\r\n") {
-			if w, ok := strings.CutPrefix(line, "worker_id:"); ok {
-				return w
-			}
-		}
-		return ""
-	}
+	worker := func(rdb *redis.Client) string { return systest.ClusterInfo(t, rdb)["worker_id"] }
 	// Past the first second: a step back within --max-borrow of a node's
 	// start is borrowed from the start, not taken as a clock fault at once.
 	// The time since the start is the condition: a fixed wait.

@@ -8,8 +8,32 @@ import (
 	"testing"
 	"time"
 
+	"idserver/internal/systest"
 	"idserver/internal/testproc"
 )
+
+// startReady starts the three pods at once and waits until they are
+// ready.
+func startReady(t *testing.T) *statefulSet {
+	t.Helper()
+	s := newStatefulSet(t)
+	s.startAll()
+	s.waitReady(60*time.Second, 0, 1, 2)
+	return s
+}
+
+// startWatched is startReady with the pods watched (watchTruth): pod i
+// while up[i] is true, which it is for every pod at first.
+func startWatched(t *testing.T) (*statefulSet, *[3]atomic.Bool, *truth) {
+	t.Helper()
+	s := startReady(t)
+	up := new([3]atomic.Bool)
+	for i := range up {
+		up[i].Store(true)
+	}
+	w := s.watchTruth(&ids{}, func(i int) bool { return up[i].Load() })
+	return s, up, w
+}
 
 // TestParallelFirstStart: the StatefulSet created with every pod at once
 // (podManagementPolicy Parallel) on empty volumes comes up: pod 0
@@ -17,9 +41,7 @@ import (
 // join it.
 func TestParallelFirstStart(t *testing.T) {
 	long(t)
-	s := newStatefulSet(t)
-	s.startAll()
-	s.waitReady(60*time.Second, 0, 1, 2)
+	s := startReady(t)
 	for i := range s.pods {
 		if _, err := s.nextID(i); err != nil {
 			t.Fatalf("pod %d ready, NEXTID: %v", i, err)
@@ -34,9 +56,7 @@ func TestParallelFirstStart(t *testing.T) {
 // ready again and NEXTID answers.
 func TestMemberAloneIsNotReady(t *testing.T) {
 	long(t)
-	s := newStatefulSet(t)
-	s.startAll()
-	s.waitReady(60*time.Second, 0, 1, 2)
+	s := startReady(t)
 	s.pods[1].srv.Kill()
 	s.pods[2].srv.Kill()
 	// The lease (--worker-lease, 10 s by default) runs out, then the probe
@@ -76,15 +96,7 @@ func TestMemberAloneIsNotReady(t *testing.T) {
 // back ready; meanwhile a pod is ready only while it answers NEXTID.
 func TestFullRestartInParallel(t *testing.T) {
 	long(t)
-	s := newStatefulSet(t)
-	s.startAll()
-	s.waitReady(60*time.Second, 0, 1, 2)
-	var up [3]atomic.Bool
-	for i := range up {
-		up[i].Store(true)
-	}
-	got := &ids{}
-	w := s.watchTruth(got, func(i int) bool { return up[i].Load() })
+	s, up, w := startWatched(t)
 	time.Sleep(time.Second) // a few rounds of the watch before the kill
 	for i, p := range s.pods {
 		up[i].Store(false)
@@ -114,15 +126,7 @@ func TestFullRestartInParallel(t *testing.T) {
 // NEXTID throughout, and a pod is ready only while it answers NEXTID.
 func TestRollingRestartInOrder(t *testing.T) {
 	long(t)
-	s := newStatefulSet(t)
-	s.startAll()
-	s.waitReady(60*time.Second, 0, 1, 2)
-	var up [3]atomic.Bool
-	for i := range up {
-		up[i].Store(true)
-	}
-	got := &ids{}
-	w := s.watchTruth(got, func(i int) bool { return up[i].Load() })
+	s, up, w := startWatched(t)
 	for i := len(s.pods) - 1; i >= 0; i-- {
 		up[i].Store(false)
 		if err := s.pods[i].srv.Stop(30 * time.Second); err != nil { // terminationGracePeriodSeconds
@@ -161,13 +165,13 @@ func TestRollingRestartInOrder(t *testing.T) {
 // such a start keeps 6380 and warns.
 func TestServiceLinksDoNotStopTheProcess(t *testing.T) {
 	long(t)
-	cmd := exec.Command(binary, "--version")
+	cmd := exec.Command(systest.Binary(t), "--version")
 	cmd.Env = append(os.Environ(), serviceLinks()...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("idserver --version with the service links of a Service named idserver: %v\n%s", err, out)
 	}
-	srv, err := testproc.Start(t, testproc.Config{Binary: binary, Dir: t.TempDir(), Env: serviceLinks(), Ready: []any{"NEXTID"}})
+	srv, err := testproc.Start(t, testproc.Config{Binary: systest.Binary(t), Dir: t.TempDir(), Env: serviceLinks(), Ready: []any{"NEXTID"}})
 	if err != nil {
 		t.Fatal(err)
 	}

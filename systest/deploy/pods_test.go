@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"idserver/internal/systest"
 	"idserver/internal/testproc"
 )
 
@@ -153,7 +154,7 @@ func (s *statefulSet) start(i int) error {
 	if err != nil {
 		return err
 	}
-	srv, err := testproc.Start(s.t, testproc.Config{Binary: binary, Dir: p.dir, Args: args,
+	srv, err := testproc.Start(s.t, testproc.Config{Binary: systest.Binary(s.t), Dir: p.dir, Args: args,
 		Env: append([]string{"POD_NAME=" + p.name}, s.env...), Ready: []any{"AUTH", password}})
 	p.srv = srv
 	return err

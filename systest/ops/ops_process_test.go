@@ -268,20 +268,7 @@ func TestRedisExporterScrape(t *testing.T) {
 		}
 	}
 	rdb.Do(ctx, "GET", "nosuch")
-	web := "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t))
-	cmd := exec.Command(exporter, "-redis.addr", "redis://"+p.Addr, "-web.listen-address", web)
-	out := &testproc.Buffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("exporter output:\n%s", out)
-		}
-	}()
+	web := systest.StartExporter(t, exporter, p.Addr)
 	var body string
 	wait.For(t, 10*time.Second, "the exporter answers", func() (bool, string) {
 		res, err := http.Get("http://" + web + "/metrics")

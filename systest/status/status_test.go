@@ -8,35 +8,18 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"idserver/internal/systest"
 	"idserver/internal/testproc"
 )
 
-var binary string
-
-func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() {
-		os.Exit(m.Run()) // every test skips: nothing to build
-	}
-	bin, remove, err := testproc.Build()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = bin
-	code := m.Run()
-	remove()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { systest.Main(m) }
 
 // report is what idserver status --json prints, as far as the tests read it.
 type report struct {
@@ -60,7 +43,7 @@ type report struct {
 // status runs idserver status with args and returns its output and exit code.
 func status(t *testing.T, args ...string) (string, int) {
 	t.Helper()
-	cmd := exec.Command(binary, append([]string{"status"}, args...)...)
+	cmd := exec.Command(systest.Binary(t), append([]string{"status"}, args...)...)
 	var out, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &stderr
 	err := cmd.Run()
@@ -103,7 +86,7 @@ func startThree(t *testing.T) []*testproc.Server {
 		if i > 0 {
 			args = append(args, "--join", nodes[0].Addr)
 		}
-		s, err := testproc.Start(t, testproc.Config{Binary: binary, Dir: t.TempDir(), Args: args, Ready: []any{"NEXTID"}})
+		s, err := testproc.Start(t, testproc.Config{Binary: systest.Binary(t), Dir: t.TempDir(), Args: args, Ready: []any{"NEXTID"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -184,7 +167,7 @@ func TestStatusUnreachable(t *testing.T) {
 func TestStatusOverTLSWithPassword(t *testing.T) {
 	testproc.Long(t)
 	certFile, keyFile, pool := testproc.SelfSigned(t, t.TempDir())
-	s, err := testproc.Start(t, testproc.Config{Binary: binary, Dir: t.TempDir(), TLS: &tls.Config{RootCAs: pool},
+	s, err := testproc.Start(t, testproc.Config{Binary: systest.Binary(t), Dir: t.TempDir(), TLS: &tls.Config{RootCAs: pool},
 		Args: []string{"--tls-cert", certFile, "--tls-key", keyFile, "--requirepass", "pw"}, Ready: []any{"NEXTID"}})
 	if err != nil {
 		t.Fatal(err)

@@ -69,6 +69,10 @@ func (l goRedisLog) Printf(ctx context.Context, format string, v ...any) {
 	l.log.DebugContext(ctx, fmt.Sprintf(format, v...), "from", "go-redis")
 }
 
+// startStopBudget bounds how long a SIGTERM during the start waits for the
+// start to unwind before the process exits anyway.
+const startStopBudget = 1500 * time.Millisecond
+
 func main() {
 	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
 }
@@ -91,6 +95,14 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	// SIGTERM or SIGINT during the start ends it: the node stops the phase
+	// it is in (a join waiting for an answer, a catch-up, the settle wait)
+	// and what it started, and the process exits 0. Once the node is up,
+	// one stops it cleanly. Caught here, before the flags are read, so that
+	// one sent at any point from main on is answered so.
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(signals)
 	cfg, err := parseConfig(args, getenv, stdout)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0 // the usage is printed
@@ -166,16 +178,9 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		clock, debugClock = offset.Now, offset
 		log.Warn("--enable-debug-command: DEBUG CLOCK can step this node's clock")
 	}
-	// SIGTERM or SIGINT during the start ends it: the node stops the phase
-	// it is in (a join waiting for an answer, a catch-up, the settle wait)
-	// and what it started, and the process exits 0. Once the node is up,
-	// one stops it cleanly.
-	signals := make(chan os.Signal, 1)
-	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(signals)
 	starting, cancelStart := context.WithCancel(context.Background())
 	defer cancelStart()
-	startSignal := make(chan os.Signal, 1)
+	startSignal, startEnded := make(chan os.Signal, 1), make(chan struct{})
 	go func() {
 		defer close(startSignal)
 		select {
@@ -183,6 +188,17 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		case sig := <-signals:
 			startSignal <- sig
 			cancelStart()
+			// What the cancelled phase started ends within a moment,
+			// except Raft restoring a snapshot, which it finishes first
+			// (seconds for a few hundred thousand tags). The process
+			// does not wait for that: the next start begins again from
+			// what is on disk, as after any crash.
+			select {
+			case <-startEnded:
+			case <-time.After(startStopBudget):
+				log.Info("stopped during the start, without waiting for Raft to finish restoring a snapshot", "signal", sig.String(), "waited", startStopBudget)
+				os.Exit(0)
+			}
 		}
 	}()
 	ncfg := node.Config{
@@ -221,6 +237,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 			"node_id", again.NodeID, "join", again.Join, "moved_to", aside, "reason", err.Error())
 		n, err = node.Open(starting, again)
 	}
+	close(startEnded)
 	cancelStart() // the start ended: Open's context is no longer used
 	sig, signalled := <-startSignal
 	var stopped *node.StoppedError

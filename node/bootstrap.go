@@ -21,6 +21,10 @@ const (
 	peerUnknown                  // accepts a connection but gives no answer (yet)
 )
 
+// bootstrapProbe is how long the first pod of a --join list tries the
+// others before it concludes that none runs.
+const bootstrapProbe = 3 * time.Second
+
 // anyPeerHoldsACluster reports whether the first pod of --join must join
 // rather than bootstrap: some other address answers as the member of a
 // cluster within bootstrapProbe, or accepts a connection without answering
@@ -35,7 +39,7 @@ func (n *Node) anyPeerHoldsACluster(ctx context.Context) bool {
 	for {
 		unknown := false
 		for _, a := range n.joinAddrs() {
-			switch n.peerState(a) {
+			switch n.peerState(ctx, a) {
 			case peerMember:
 				return true
 			case peerUnknown:
@@ -53,14 +57,17 @@ func (n *Node) anyPeerHoldsACluster(ctx context.Context) bool {
 }
 
 // peerState asks addr, as a client with the cluster's password, for its
-// INFO cluster, which a node answers while it starts too.
-func (n *Node) peerState(addr string) peerState {
-	c, err := net.DialTimeout("tcp", addr, 500*time.Millisecond)
+// INFO cluster, which a node answers while it starts too. It gives up when
+// ctx ends.
+func (n *Node) peerState(ctx context.Context, addr string) peerState {
+	dctx, dcancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	c, err := new(net.Dialer).DialContext(dctx, "tcp", addr)
+	dcancel()
 	if err != nil {
 		return peerAbsent
 	}
 	c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	rdb := redis.NewClient(&redis.Options{Addr: addr, Password: n.cfg.RequirePass, TLSConfig: n.cfg.TLSClient,
 		Protocol: 2, MaxRetries: -1, DisableIdentity: true, DialTimeout: 500 * time.Millisecond})

@@ -684,10 +684,6 @@ func (n *Node) firstOfJoin() bool {
 	return strings.TrimSpace(first) == n.Addr
 }
 
-// bootstrapProbe is how long the first pod of a --join list tries the
-// others before it concludes that none runs.
-const bootstrapProbe = 3 * time.Second
-
 // layoutWarnEvery is how often a node whose layout has fewer than
 // engine.WarnTimeLeft left says so in its log.
 const layoutWarnEvery = 24 * time.Hour

@@ -240,11 +240,6 @@ func TestJSONLogsParseThroughAFailedJoinAndAHealthyStart(t *testing.T) {
 			}
 		}
 	}
-	// (Autopilot promotes voters now and logs its own lines; the old
-	// promotion's line, logged twice, is gone.)
-	if n := promoted(); n > 1 {
-		t.Errorf(`"member promoted to voter" logged %d times for one joiner:\n%s`, n, first.Log())
-	}
 }
 
 // TestRedisExporterScrape: Debian's prometheus-redis-exporter scraping a

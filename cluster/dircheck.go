@@ -175,7 +175,8 @@ func restorableSnapshot(snaps raft.SnapshotStore) (index uint64, ok bool, skippe
 	return 0, false, skipped
 }
 
-// checkLogEntry reads entry i as Raft will.
+// checkLogEntry reads entry i as Raft will, and a command as far as the
+// state machine's Apply panics on: empty, or of a type it does not know.
 func checkLogEntry(logs raft.LogStore, i uint64) (err error) {
 	var l raft.Log
 	if err := logs.GetLog(i, &l); err != nil {
@@ -186,6 +187,10 @@ func checkLogEntry(logs raft.LogStore, i uint64) (err error) {
 		return fmt.Errorf("it says it is entry %d", l.Index)
 	case l.Type > raft.LogConfiguration:
 		return fmt.Errorf("unknown entry type %d", l.Type)
+	case l.Type == raft.LogCommand && len(l.Data) == 0:
+		return errors.New("an empty command")
+	case l.Type == raft.LogCommand && applyTable[l.Data[0]] == nil:
+		return fmt.Errorf("a command of unknown type %d", l.Data[0])
 	case l.Type == raft.LogConfiguration:
 		defer func() {
 			if p := recover(); p != nil {

@@ -331,18 +331,6 @@ func Spread(ds []time.Duration) string {
 func StartExporter(t testing.TB, path, addr string) string {
 	t.Helper()
 	web := FreeAddr(t)
-	cmd := exec.Command(path, "-redis.addr", "redis://"+addr, "-web.listen-address", web)
-	out := &testproc.Buffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("exporter output:\n%s", out)
-		}
-	})
+	testproc.StartLogged(t, exec.Command(path, "-redis.addr", "redis://"+addr, "-web.listen-address", web), "exporter output")
 	return web
 }

@@ -31,19 +31,8 @@ func startUnready(t *testing.T, args ...string) (string, *testproc.Buffer) {
 	t.Helper()
 	port := strconv.Itoa(testproc.FreePort(t))
 	cmd := exec.Command(systest.Binary(t), append([]string{"--port", port, "--dir", t.TempDir()}, args...)...)
-	stderr := &testproc.Buffer{}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("log of %v:\n%s", args, stderr)
-		}
-	})
-	return "127.0.0.1:" + port, stderr
+	cmd.Stdout = io.Discard
+	return "127.0.0.1:" + port, testproc.StartLogged(t, cmd, fmt.Sprintf("log of %v", args))
 }
 
 // TestPingAnswersLoadingUntilReady: a readiness probe's PING says ready

@@ -451,9 +451,14 @@ func loadEvery(s *statefulSet, h *history, stop chan struct{}) *sync.WaitGroup {
 			p := s.pods[pi]
 			high, err := p.rdb.Do(ctx, "GET", "orders").Int64()
 			if err != nil {
+				h.fail(fmt.Errorf("GET-%v", err))
 				continue
 			}
-			v := high + 1000
+			// Far enough above what this node has seen that the other
+			// nodes' buffers, refilled under load while the SET waits for
+			// its Raft round (seconds during a replacement), are below it:
+			// a SET under a value already issued is refused, not raced.
+			v := high + 1_000_000
 			began := time.Now()
 			err = p.rdb.Do(ctx, "SET", "orders", v).Err()
 			h.mu.Lock()

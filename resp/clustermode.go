@@ -68,6 +68,15 @@ func clusterModeCommands() []*command {
 
 // errClusterDisabled is Redis's refusal of cluster commands without
 // cluster support, and what turns it on here.
+// redisMode is the mode HELLO and INFO name, as Redis names its own:
+// "cluster" in the emulated cluster mode, "standalone" otherwise.
+func (s *Server) redisMode() string {
+	if s.cfg.EmulateCluster {
+		return "cluster"
+	}
+	return "standalone"
+}
+
 const errClusterDisabled = "ERR This instance has cluster support disabled (idserver: start every node with --cluster-mode emulated for Redis Cluster clients)"
 
 func cmdClusterOK(s *Server, c *client, conn redcon.Conn, args [][]byte) {

@@ -3,6 +3,7 @@ package resp
 import (
 	"context"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -73,8 +74,12 @@ func TestClusterModeSplitsTheSlotsOverLiveMembers(t *testing.T) {
 	for _, proto := range []int{2, 3} {
 		c := newClient(t, addr, proto, "")
 		ctx := context.Background()
-		if text, err := c.Info(ctx, "cluster").Result(); err != nil || !strings.Contains(text, "cluster_enabled:1\r\n") {
-			t.Fatalf("INFO cluster: %v\n%s", err, text)
+		if text, err := c.Info(ctx, "cluster", "server").Result(); err != nil || !strings.Contains(text, "cluster_enabled:1\r\n") ||
+			!strings.Contains(text, "redis_mode:cluster\r\n") {
+			t.Fatalf("INFO cluster server: %v\n%s", err, text)
+		}
+		if hello, err := c.Do(ctx, "HELLO", "2").Slice(); err != nil || !slices.Contains(hello, any("cluster")) {
+			t.Fatalf("HELLO: %v %v", hello, err)
 		}
 		slots, err := c.ClusterSlots(ctx).Result()
 		if err != nil {
@@ -244,13 +249,18 @@ func TestSubscribeAsRedis(t *testing.T) {
 	send(t, conn, "PSUBSCRIBE *\r\nPING\r\nPING x\r\nNEXTID\r\n")
 	expect("*3", "$10", "psubscribe", "$1", "*", ":3", "*2", "$4", "pong", "$0", "", "*2", "$4", "pong", "$1", "x",
 		"-ERR Can't execute 'nextid': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context")
-	send(t, conn, "SUBSCRIBE orders\r\n")
-	if got := readLine(t, rd); !strings.HasPrefix(got, "-ERR idserver publishes no messages") {
-		t.Fatalf("SUBSCRIBE orders: %q", got)
+	for _, refused := range []string{"SUBSCRIBE orders", "PSUBSCRIBE \\*", "PSUBSCRIBE o*"} {
+		send(t, conn, refused+"\r\n")
+		if got := readLine(t, rd); !strings.HasPrefix(got, "-ERR idserver publishes no messages") {
+			t.Fatalf("%s: %q", refused, got)
+		}
 	}
+	send(t, conn, "PSUBSCRIBE \\+*\r\n") // Redis's glob escape: the channels that begin with +
+	expect("*3", "$10", "psubscribe", "$3", "\\+*", ":4")
 	send(t, conn, "UNSUBSCRIBE\r\nPUNSUBSCRIBE\r\nUNSUBSCRIBE\r\nPING\r\n")
-	expect("*3", "$11", "unsubscribe", "$14", "+switch-master", ":2", "*3", "$11", "unsubscribe", "$20", "+replica-reconf-done", ":1",
-		"*3", "$12", "punsubscribe", "$1", "*", ":0", "*3", "$11", "unsubscribe", "$-1", ":0", "+PONG")
+	expect("*3", "$11", "unsubscribe", "$14", "+switch-master", ":3", "*3", "$11", "unsubscribe", "$20", "+replica-reconf-done", ":2",
+		"*3", "$12", "punsubscribe", "$1", "*", ":1", "*3", "$12", "punsubscribe", "$3", "\\+*", ":0",
+		"*3", "$11", "unsubscribe", "$-1", ":0", "+PONG")
 
 	send(t, conn, "HELLO 3\r\n")
 	line := readLine(t, rd)
@@ -278,6 +288,12 @@ func TestClusterModeOffRefusesAsRedis(t *testing.T) {
 	}
 	if text, err := c.Info(ctx, "cluster").Result(); err != nil || !strings.Contains(text, "cluster_enabled:0\r\n") {
 		t.Fatalf("INFO cluster: %v\n%s", err, text)
+	}
+	if text, err := c.Info(ctx, "server").Result(); err != nil || !strings.Contains(text, "redis_mode:standalone\r\n") {
+		t.Fatalf("INFO server: %v\n%s", err, text)
+	}
+	if hello, err := c.Do(ctx, "HELLO", "2").Slice(); err != nil || !slices.Contains(hello, any("standalone")) {
+		t.Fatalf("HELLO: %v %v", hello, err)
 	}
 	if text, err := c.ClusterInfo(ctx).Result(); err != nil || strings.Contains(text, "cluster_state") {
 		t.Fatalf("CLUSTER INFO: %v\n%s", err, text)

@@ -432,7 +432,7 @@ func cmdHello(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	conn.WriteBulkString("id")
 	conn.WriteInt64(c.id)
 	conn.WriteBulkString("mode")
-	conn.WriteBulkString("standalone")
+	conn.WriteBulkString(s.redisMode())
 	conn.WriteBulkString("role")
 	conn.WriteBulkString("master")
 	conn.WriteBulkString("modules")

@@ -99,7 +99,7 @@ func (s *Server) infoServer() []string {
 		kv("idserver_version", s.cfg.Version),
 		kv("idserver_git_sha1", sha1),
 		kv("idserver_git_dirty", b2i(dirty)),
-		kv("redis_mode", "standalone"),
+		kv("redis_mode", s.redisMode()),
 		kv("os", "linux"),
 		kv("arch_bits", strconv.IntSize),
 		kv("process_id", os.Getpid()),

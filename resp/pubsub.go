@@ -46,10 +46,14 @@ func errSubscribedContext(name string) string {
 }
 
 // sentinelChannel reports whether name can be (or, as a pattern, match)
-// one of Sentinel's event channels.
+// one of Sentinel's event channels. A pattern may escape its leading + or
+// - as Redis's glob allows ("\\+*").
 func sentinelChannel(name []byte, pattern bool) bool {
 	if len(name) == 0 {
 		return false
+	}
+	if pattern && name[0] == '\\' {
+		return len(name) > 1 && (name[1] == '+' || name[1] == '-')
 	}
 	switch name[0] {
 	case '+', '-':

@@ -125,6 +125,8 @@ func TestDecodeTwitterLeafShardingSphere(t *testing.T) {
 		{twitter(ms+1, 0, 1, 7), parts{TimeMS: ms + 1, Worker: 1, Sequence: 7}},
 		{leaf(ms, 5, 42), parts{TimeMS: ms, Worker: 5, Sequence: 42}},
 		{leaf(ms+2, 900, 99), parts{TimeMS: ms + 2, Worker: 900, Sequence: 99}},
+		// docs/migrating.md's example: 2026-12-03T07:00:00Z, datacenter 1, worker 3, sequence 5.
+		{2128383732741189637, parts{TimeMS: 1796281200000, Worker: 35, Sequence: 5}},
 	})
 
 	shanghai := time.FixedZone("UTC+8", 8*3600)

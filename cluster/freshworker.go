@@ -84,7 +84,7 @@ func (f *fsm) applyFresh(d *decoder, b *persist.Batch, ch *changes) any {
 	// at once, not ahead of its clock.
 	for w := int64(0); w <= f.maxWorker; w++ {
 		ws := f.meta.Workers[w]
-		if ws != nil && (!ws.Forgotten || ws.LeaseEnd >= nowMS) || f.isReserved(w) {
+		if (ws != nil && (!ws.Forgotten || ws.LeaseEnd >= nowMS)) || f.isReserved(w) {
 			continue
 		}
 		res := joinResult{Worker: w}

@@ -594,7 +594,7 @@ func (f *fsm) applyJoin(d *decoder, b *persist.Batch, ch *changes) any {
 	// holder can no longer extend.
 	for w := int64(0); w <= f.maxWorker; w++ {
 		ws := f.meta.Workers[w]
-		if ws != nil && !ws.Forgotten || f.isReserved(w) {
+		if (ws != nil && !ws.Forgotten) || f.isReserved(w) {
 			continue
 		}
 		res := joinResult{Worker: w}

@@ -180,7 +180,7 @@ func Open(cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	f.log, f.stop = c.log, c.stop
+	f.log, f.stop, f.reserved = c.log, c.stop, cfg.Layout.ReservedWorkers()
 	c.fsm = f
 	if err := checkRaftFile(cfg, f); err != nil {
 		return nil, err

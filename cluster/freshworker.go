@@ -84,7 +84,7 @@ func (f *fsm) applyFresh(d *decoder, b *persist.Batch, ch *changes) any {
 	// at once, not ahead of its clock.
 	for w := int64(0); w <= f.maxWorker; w++ {
 		ws := f.meta.Workers[w]
-		if ws != nil && (!ws.Forgotten || ws.LeaseEnd >= nowMS) {
+		if (ws != nil && (!ws.Forgotten || ws.LeaseEnd >= nowMS)) || f.isReserved(w) {
 			continue
 		}
 		res := joinResult{Worker: w}
@@ -106,8 +106,8 @@ func (f *fsm) applyFresh(d *decoder, b *persist.Batch, ch *changes) any {
 		ch.members = true
 		return res
 	}
-	return joinResult{Err: fmt.Errorf("%w: no fresh worker ID: none of the %d is free with its last lease ended below the clock (%d ms since the epoch)",
-		ErrRefused, f.maxWorker+1, nowMS)}
+	return joinResult{Err: fmt.Errorf("%w: no fresh worker ID: none of the %d%s is free with its last lease ended below the clock (%d ms since the epoch)",
+		ErrRefused, f.assignable(), f.reservedNote(), nowMS)}
 }
 
 // releaseLapsed lets go of every retired worker ID whose lease ended below

@@ -251,6 +251,7 @@ type changes struct {
 type fsm struct {
 	store     *persist.Store
 	maxWorker int64
+	reserved  []engine.WorkerRange // worker IDs no member is given (reserved.go)
 	log       *slog.Logger
 	stop      <-chan struct{}       // the cluster closing: an apply waiting for disk space gives up
 	full      atomic.Pointer[error] // why an apply waits for disk space (nil when none waits)
@@ -593,7 +594,7 @@ func (f *fsm) applyJoin(d *decoder, b *persist.Batch, ch *changes) any {
 	// holder can no longer extend.
 	for w := int64(0); w <= f.maxWorker; w++ {
 		ws := f.meta.Workers[w]
-		if ws != nil && !ws.Forgotten {
+		if (ws != nil && !ws.Forgotten) || f.isReserved(w) {
 			continue
 		}
 		res := joinResult{Worker: w}
@@ -607,7 +608,7 @@ func (f *fsm) applyJoin(d *decoder, b *persist.Batch, ch *changes) any {
 		ch.members = true
 		return res
 	}
-	return joinResult{Err: fmt.Errorf("%w: no free worker ID: all %d are held; CLUSTER FORGET a node that is gone", ErrRefused, f.maxWorker+1)}
+	return joinResult{Err: fmt.Errorf("%w: no free worker ID: all %d are held%s; CLUSTER FORGET a node that is gone", ErrRefused, f.assignable(), f.reservedNote())}
 }
 
 func (f *fsm) applyAddrs(d *decoder, b *persist.Batch, ch *changes) any {
@@ -877,20 +878,20 @@ func (f *fsm) freeWorker() int64 {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	for w := int64(0); w <= f.maxWorker; w++ {
-		if ws := f.meta.Workers[w]; ws == nil || ws.Forgotten {
+		if ws := f.meta.Workers[w]; (ws == nil || ws.Forgotten) && !f.isReserved(w) {
 			return w
 		}
 	}
 	return -1
 }
 
-// freeWorkers counts the worker IDs no member holds.
+// freeWorkers counts the worker IDs no member holds, reserved ones left out.
 func (f *fsm) freeWorkers() int64 {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	free := int64(0)
 	for w := int64(0); w <= f.maxWorker; w++ {
-		if ws := f.meta.Workers[w]; ws == nil || ws.Forgotten {
+		if ws := f.meta.Workers[w]; (ws == nil || ws.Forgotten) && !f.isReserved(w) {
 			free++
 		}
 	}

@@ -141,8 +141,8 @@ func (c *Cluster) join(ctx context.Context, node, raftAddr, respAddr string) (Jo
 		}
 	}
 	if !member && c.fsm.freeWorker() < 0 {
-		return refuse("no free worker ID: all %d are held by members; a member not heard from for --dead-member-after (%v) is removed "+
-			"and frees its ID, or CLUSTER FORGET a node that is gone", c.cfg.Layout.MaxWorker()+1, c.cfg.DeadMemberAfter)
+		return refuse("no free worker ID: all %d are held by members%s; a member not heard from for --dead-member-after (%v) is removed "+
+			"and frees its ID, or CLUSTER FORGET a node that is gone", c.fsm.assignable(), c.fsm.reservedNote(), c.cfg.DeadMemberAfter)
 	}
 	if member {
 		// A member that restarted, perhaps on new addresses. One out of

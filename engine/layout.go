@@ -39,6 +39,10 @@ type Layout struct {
 	WorkerBits int
 	SeqBits    int
 	GeneBits   int
+	// Reserved is the worker IDs no node of the cluster takes, as
+	// FormatWorkerRanges writes them ("0-15,100"; "" for none): those of
+	// legacy generators that still run beside the cluster.
+	Reserved string
 }
 
 // DefaultLayout is 63 bits: 41 bits of milliseconds, 10 of worker and 12
@@ -142,7 +146,7 @@ func (l Layout) Validate() error {
 	case l.Epoch.IsZero():
 		return errors.New("layout: epoch must be set")
 	}
-	return nil
+	return l.validateReserved()
 }
 
 // unitName is the unit as the flag spells it: 1ms, 10ms, 1s.
@@ -195,15 +199,22 @@ func (l Layout) CheckAt(now time.Time) error {
 // prints. A 63-bit layout of milliseconds is named as before --id-bits and
 // --time-unit existed, so that data directories and clusters made then
 // (and members not yet upgraded) still match it; any other layout names
-// its id-bits and time-unit too.
+// its id-bits and time-unit too. Reserved worker IDs, when there are any,
+// end the name (" reserved-workers=0-15,100").
 func (l Layout) String() string {
 	epoch := l.Epoch.UTC().Format(time.RFC3339Nano)
+	var name string
 	if l.idBits() == DefaultIDBits && l.UnitMS() == 1 {
-		return fmt.Sprintf("epoch=%s time-bits=%d worker-bits=%d seq-bits=%d gene-bits=%d",
+		name = fmt.Sprintf("epoch=%s time-bits=%d worker-bits=%d seq-bits=%d gene-bits=%d",
 			epoch, l.TimeBits, l.WorkerBits, l.SeqBits, l.GeneBits)
+	} else {
+		name = fmt.Sprintf("epoch=%s id-bits=%d time-unit=%s time-bits=%d worker-bits=%d seq-bits=%d gene-bits=%d",
+			epoch, l.idBits(), l.unitName(), l.TimeBits, l.WorkerBits, l.SeqBits, l.GeneBits)
 	}
-	return fmt.Sprintf("epoch=%s id-bits=%d time-unit=%s time-bits=%d worker-bits=%d seq-bits=%d gene-bits=%d",
-		epoch, l.idBits(), l.unitName(), l.TimeBits, l.WorkerBits, l.SeqBits, l.GeneBits)
+	if l.Reserved != "" {
+		name += " reserved-workers=" + l.Reserved
+	}
+	return name
 }
 
 // MaxWorker is the largest worker ID the layout can hold.

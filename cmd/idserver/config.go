@@ -39,6 +39,12 @@ type Config struct {
 	// --id-bits and --time-unit (engine.AutoLayout).
 	widthsGiven bool
 	unitGiven   bool // --time-unit was given; else engine.AutoUnit picks it
+	// ReservedWorkers is --reserved-workers as given: worker IDs no node
+	// takes, part of the layout (Layout.Reserved, written canonically).
+	ReservedWorkers string
+	// AboveID is --above-id: a layout whose IDs do not sort above it now
+	// is refused at start (0: no check).
+	AboveID     int64
 	Window      time.Duration
 	MaxBorrow   time.Duration
 	RequirePass string
@@ -120,6 +126,8 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 	fs.IntVar(&c.Layout.WorkerBits, "worker-bits", def.WorkerBits, "bits of worker ID")
 	fs.IntVar(&c.Layout.SeqBits, "seq-bits", def.SeqBits, "bits of per-time-unit field (sequence and gene)")
 	fs.IntVar(&c.Layout.GeneBits, "gene-bits", def.GeneBits, "low bits of the field holding the shard gene")
+	fs.StringVar(&c.ReservedWorkers, "reserved-workers", "", "worker IDs no node takes, for legacy snowflake generators still running beside the cluster: IDs and ranges, \"0-15,100\"; part of the layout, fixed at bootstrap (see docs/migrating.md)")
+	fs.Int64Var(&c.AboveID, "above-id", 0, "refuse to start unless the layout's IDs sort above this one now: the largest ID a legacy generator issued (0: no check)")
 	fs.DurationVar(&c.Window, "window", 3*time.Second, "how far ahead the high-water time is reserved on disk")
 	fs.DurationVar(&c.MaxBorrow, "max-borrow", time.Second, "how far IDs may run ahead of a clock that is behind")
 	fs.StringVar(&c.RequirePass, "requirepass", "", "password clients must AUTH with (and the cluster secret, without --cluster-secret)")
@@ -219,11 +227,22 @@ func (c *Config) Validate() error {
 		return err
 	}
 	c.Layout.Epoch = epoch.UTC()
+	reserved, err := engine.ParseWorkerRanges(c.ReservedWorkers)
+	if err != nil {
+		return fmt.Errorf("--reserved-workers %v", err)
+	}
+	c.Layout.Reserved = engine.FormatWorkerRanges(reserved)
 	if err := c.Layout.Validate(); err != nil {
 		return err
 	}
-	if err := c.Layout.CheckAt(time.Now()); err != nil {
+	now := time.Now()
+	if err := c.Layout.CheckAt(now); err != nil {
 		return err
+	}
+	if c.AboveID != 0 {
+		if err := c.Layout.CheckAbove(c.AboveID, now); err != nil {
+			return err
+		}
 	}
 	switch {
 	case c.Port < 0 || c.Port > 65535:

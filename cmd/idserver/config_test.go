@@ -55,6 +55,13 @@ func TestValidate(t *testing.T) {
 		{"raft timeout scale", []string{"--raft-timeout-scale", "4"}, ""},
 		{"raft timeout scale below 1", []string{"--raft-timeout-scale", "0.5"}, "--raft-timeout-scale 0.5 must be between 1 and 20"},
 		{"raft timeout scale not a number", []string{"--raft-timeout-scale", "NaN"}, "--raft-timeout-scale NaN must be between"},
+		{"reserved workers", []string{"--reserved-workers", "100, 0-15"}, ""},
+		{"reserved workers past the worker bits", []string{"--reserved-workers", "0-15,1024"}, "--reserved-workers 0-15,1024: worker ID 1024 does not fit in 10 worker bits"},
+		{"every worker reserved", []string{"--worker-bits", "2", "--seq-bits", "20", "--reserved-workers", "0-3"}, "--reserved-workers 0-3 reserves all 4 worker IDs"},
+		{"reserved workers not a list", []string{"--reserved-workers", "a-b"}, `--reserved-workers "a-b"`},
+		{"above an ID of 2020", []string{"--above-id", "1000"}, ""},
+		{"above an ID of the next century", []string{"--above-id", "9000000000000000000"}, "--above-id 9000000000000000000: this layout's IDs are at "},
+		{"above a negative ID", []string{"--above-id", "-5"}, "--above-id -5 must not be negative"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -127,5 +134,20 @@ func TestSubcommandHelpAndFlagErrors(t *testing.T) {
 			strings.Count(stderr.String(), "usage: idserver "+sub) != 1 {
 			t.Errorf("%s --nosuch: exit %d\nstdout:\n%s\nstderr:\n%s", sub, code, stdout.String(), stderr.String())
 		}
+	}
+}
+
+// --reserved-workers is written into the layout canonically: sorted,
+// merged, no blanks, so that "100, 0-15" and "0-15,100" name one layout.
+func TestReservedWorkersJoinTheLayout(t *testing.T) {
+	c, err := parseConfig([]string{"--reserved-workers", "100, 0-7,8-15"}, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Layout.Reserved != "0-15,100" || !strings.HasSuffix(c.Layout.String(), " reserved-workers=0-15,100") {
+		t.Fatalf("layout %q, reserved %q", c.Layout.String(), c.Layout.Reserved)
 	}
 }

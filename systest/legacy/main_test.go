@@ -1,0 +1,9 @@
+package legacy
+
+import (
+	"testing"
+
+	"idserver/internal/systest"
+)
+
+func TestMain(m *testing.M) { systest.Main(m) }

@@ -615,6 +615,16 @@ func rolling(t *testing.T, size int, fresh bool, rounds int) {
 		}
 	}
 	wait.For(t, 30*time.Second, "every pod serves INCRs after the last round", h.served(every, time.Now()))
+	if s.setEvery >= 0 {
+		// A SET waits for every member to confirm it, so during the
+		// rounds' churn it may time out each time; on the settled cluster
+		// one lands.
+		wait.For(t, 30*time.Second, "a SET acknowledged", func() (bool, string) {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			return len(h.sets) > 0, fmt.Sprintf("%d SETs tried", len(h.setTries))
+		})
+	}
 	close(stop)
 	wg.Wait()
 	free := s.info(0)["worker_ids_free"]

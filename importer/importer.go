@@ -246,11 +246,19 @@ func (w *writer) land(ctx context.Context, group [][]Counter, prog *progress) er
 			}
 			cmds[i] = pipe.Do(ctx, args...)
 		}
-		pipe.Exec(ctx)
+		_, execErr := pipe.Exec(ctx)
 		var left [][]Counter
 		var lastErr error
 		for i, cmd := range cmds {
-			if err := cmd.Err(); err != nil {
+			// A batch has landed only when idserver answered OK: a failed
+			// dial leaves the commands of a pipeline without an error.
+			if reply, err := cmd.Text(); err != nil || reply != "OK" {
+				if err == nil {
+					err = execErr
+				}
+				if err == nil {
+					err = fmt.Errorf("MSET answered %q", reply)
+				}
 				left, lastErr = append(left, group[i]), err
 				continue
 			}

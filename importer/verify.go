@@ -2,6 +2,7 @@ package importer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -45,8 +46,11 @@ func Verify(ctx context.Context, src Source, opts Options, out io.Writer) (Verif
 				}
 			}
 			_, err := pipe.Exec(ctx)
-			if err == nil || err == redis.Nil || time.Now().After(deadline) || ctx.Err() != nil {
+			if err == nil || errors.Is(err, redis.Nil) {
 				break
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				return fmt.Errorf("GET from %s: %w", opts.To[0], err)
 			}
 		}
 		for i, k := range batch {

@@ -41,7 +41,7 @@ func runImport(args []string, getenv func(string) string, stdout, stderr io.Writ
 	rate := fs.Int("rate", 0, "read at most N counters per second from the source (0: no cap)")
 	conns := fs.Int("conns", 4, "connections writing to idserver")
 	batch := fs.Int("batch", importer.MaxBatch, fmt.Sprintf("floors per MSET, one Raft entry (at most %d)", importer.MaxBatch))
-	verify := fs.Bool("verify", false, "after importing, read the source again and print, per key, its value and idserver's next")
+	verify := fs.Bool("verify", false, "import nothing: print, per key, the source's value and idserver's next, and exit 4 when a next is not above its source")
 	table := fs.String("table", "leaf_alloc", "mysql: the table shaped like Leaf's leaf_alloc")
 	tagColumn := fs.String("tag-column", "biz_tag", "mysql: the column holding the tag")
 	maxColumn := fs.String("max-column", "max_id", "mysql: the column holding the highest value handed out")
@@ -49,7 +49,7 @@ func runImport(args []string, getenv func(string) string, stdout, stderr io.Writ
 		fmt.Fprintln(fs.Output(), "usage: idserver import --from URL [--match PATTERN] [--to host:port,...] [--margin N] [--verify] [flags]\n"+
 			"exits 0 when every key is imported, 1 when the source or idserver failed (a rerun finishes the job),\n"+
 			"2 on a usage error, 3 when some keys were refused (each named; the rest are imported),\n"+
-			"4 when --verify found a key whose next idserver value is not above the source's")
+			"4 when --verify found a key whose next idserver value is not above the source's (--verify changes nothing)")
 		fs.PrintDefaults()
 	}
 	if code, done := parseSubcommand(fs, args, stdout, stderr); done {
@@ -93,6 +93,21 @@ func runImport(args []string, getenv func(string) string, stdout, stderr io.Writ
 	if isTerminal(stderr) {
 		opts.Progress = stderr
 	}
+	if *verify {
+		v, err := importer.Verify(ctx, src, opts, stdout)
+		if err != nil {
+			fmt.Fprintf(stderr, "idserver import --verify: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stderr, "idserver import --verify: %s: %d keys checked, %d below the source, %d refused\n", src.Name(), v.Checked, v.Below, v.Refused)
+		switch {
+		case v.Below > 0:
+			return exitBelow
+		case v.Refused > 0:
+			return exitRefused
+		}
+		return 0
+	}
 	start := time.Now()
 	res, err := importer.Run(ctx, src, opts)
 	for _, r := range res.Refused {
@@ -104,17 +119,6 @@ func runImport(args []string, getenv func(string) string, stdout, stderr io.Writ
 	}
 	fmt.Fprintf(stderr, "idserver import: %s: %d read, %d imported, %d refused in %v\n",
 		src.Name(), res.Read, res.Imported, len(res.Refused), time.Since(start).Round(time.Millisecond))
-	if *verify {
-		v, err := importer.Verify(ctx, src, opts, stdout)
-		if err != nil {
-			fmt.Fprintf(stderr, "idserver import: --verify: %v\n", err)
-			return 1
-		}
-		fmt.Fprintf(stderr, "idserver import: --verify: %d keys checked, %d below the source, %d refused\n", v.Checked, v.Below, v.Refused)
-		if v.Below > 0 {
-			return exitBelow
-		}
-	}
 	if len(res.Refused) > 0 {
 		return exitRefused
 	}

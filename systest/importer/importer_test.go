@@ -456,3 +456,22 @@ func TestUnreachableAddressInTo(t *testing.T) {
 	code, out := systest.RunToExit(t, append(args, "--verify")...)
 	verified(t, code, out, len(keys))
 }
+
+// TestPastMaxTagsStopsNamingTheBound: an import of more counters than the
+// cluster's --max-tags stops at once with the bound named (a refusal that
+// trying again cannot change), saying how many landed.
+func TestPastMaxTagsStopsNamingTheBound(t *testing.T) {
+	old := startOldRedis(t)
+	src := redis.NewClient(&redis.Options{Addr: old.addr()})
+	loadCounters(t, src, 3000)
+	src.Close()
+	p := systest.StartProc(t, t.TempDir(), "--max-tags", "1000")
+	start := time.Now()
+	code, out := systest.RunToExit(t, "import", "--from", "redis://"+old.addr(), "--to", p.Addr, "--timeout", "30s")
+	if code != 1 || !strings.Contains(out, "tag limit reached") || !strings.Contains(out, "floors landed before it") {
+		t.Fatalf("exit %d, want 1 naming the bound and what landed:\n%s", code, out)
+	}
+	if took := time.Since(start); took > 15*time.Second {
+		t.Fatalf("the import tried a refusal again for %v", took)
+	}
+}

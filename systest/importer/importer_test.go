@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"regexp"
 	"sort"
 	"strings"
@@ -473,5 +474,34 @@ func TestPastMaxTagsStopsNamingTheBound(t *testing.T) {
 	}
 	if took := time.Since(start); took > 15*time.Second {
 		t.Fatalf("the import tried a refusal again for %v", took)
+	}
+}
+
+// TestProgressOnATerminalOnly: on a terminal (script(1) gives the import
+// one) a progress line counts, rates and says the time left; through a
+// pipe the import prints no progress.
+func TestProgressOnATerminalOnly(t *testing.T) {
+	scriptBin := need(t, "script", "apt-get install bsdutils")
+	old := startOldRedis(t)
+	src := redis.NewClient(&redis.Options{Addr: old.addr()})
+	loadCounters(t, src, 3000)
+	src.Close()
+	members := systest.StartMembers(t, 1)
+	args := []string{"import", "--from", "redis://" + old.addr(), "--to", "127.0.0.1:" + members[0].Port, "--rate", "1500"}
+
+	cmd := exec.Command(scriptBin, "-qefc", systest.Binary(t)+" "+strings.Join(args, " "), "/dev/null")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("on a terminal: %v\n%q", err, out)
+	}
+	if !regexp.MustCompile(`\r\x1b\[Kread \d+ of 3000, imported \d+, refused 0, \d+/s, at most \d+s left`).Match(out) {
+		t.Fatalf("no progress line with counts, rate and time left on a terminal:\n%q", out)
+	}
+	if !strings.Contains(string(out), "read 3000 of 3000, imported 3000, refused 0") {
+		t.Fatalf("the last progress line does not count every key:\n%q", out)
+	}
+	code, piped := systest.RunToExit(t, args...)
+	if code != 0 || strings.Contains(piped, "\r") || strings.Contains(piped, "left") {
+		t.Fatalf("through a pipe: exit %d, want 0 and no progress:\n%q", code, piped)
 	}
 }

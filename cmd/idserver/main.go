@@ -88,6 +88,8 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 			return runRestore(args[1:], getenv, stdout, stderr)
 		case "status":
 			return runStatus(args[1:], getenv, stdout, stderr)
+		case "import":
+			return runImport(args[1:], getenv, stdout, stderr)
 		}
 	}
 	// SIGHUP reloads the TLS certificate (watchCerts); caught first of all,

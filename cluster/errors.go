@@ -33,6 +33,11 @@ var (
 	// ErrRefused: a join, forget or other membership change was refused; the
 	// text names both sides and the remedy, and nothing changed.
 	ErrRefused = errors.New("refused")
+	// ErrRemoved: a join refused because the cluster removed the node (a
+	// CLUSTER FORGET, or dead for --dead-member-after) while its data
+	// directory kept its worker ID; restarted, it joins again as a new
+	// member. Such an error is ErrRefused too.
+	ErrRemoved = errors.New("removed from the cluster")
 	// ErrNotMember: the node is not (or no longer) a member, or does not
 	// hold the worker ID it asks a lease for.
 	ErrNotMember = errors.New("not a member")

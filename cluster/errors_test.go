@@ -3,6 +3,7 @@ package cluster
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 
 	"idserver/engine"
@@ -43,5 +44,44 @@ func TestNoLeaderCauses(t *testing.T) {
 	// A node that sends no cause (one from before the field): still ErrNoLeader.
 	if err := (wireError{Code: codeNoLeader, Msg: "no leader"}).err(); !errors.Is(err, ErrNoLeader) || err.Error() != "no leader" {
 		t.Errorf("a no-leader answer without a cause: %v", err)
+	}
+}
+
+// TestRefusedAsRemoved: a join's refusal for a removed node is ErrRefused
+// and ErrRemoved, here and once it crossed to another node; any other
+// refusal is not ErrRemoved, and neither is a refusal from a node that
+// sends no cause (one from before the field).
+func TestRefusedAsRemoved(t *testing.T) {
+	cross := func(err error) error {
+		var w wireError
+		b, _ := json.Marshal(wireErrorOf(err))
+		if err := json.Unmarshal(b, &w); err != nil {
+			t.Fatal(err)
+		}
+		return w.err()
+	}
+	removed := &removedJoin{fmt.Errorf("%w: join of node %q: %s; nothing changed", ErrRefused, "n3", removedRefusal)}
+	other := fmt.Errorf("%w: join of node %q: another layout; nothing changed", ErrRefused, "n3")
+	for _, tc := range []struct {
+		name    string
+		err     error
+		removed bool
+	}{
+		{"local removed", removed, true},
+		{"remote removed", cross(removed), true},
+		{"remote removed, sent on again", cross(cross(removed)), true},
+		{"local other", other, false},
+		{"remote other", cross(other), false},
+		{"remote removed without a cause", wireError{Code: codeRefused, Msg: removed.Error()}.err(), false},
+	} {
+		if !errors.Is(tc.err, ErrRefused) {
+			t.Errorf("%s: not ErrRefused: %v", tc.name, tc.err)
+		}
+		if got := errors.Is(tc.err, ErrRemoved); got != tc.removed {
+			t.Errorf("%s: errors.Is(err, ErrRemoved) = %v, want %v", tc.name, got, tc.removed)
+		}
+		if tc.err.Error() != removed.Error() && tc.err.Error() != other.Error() {
+			t.Errorf("%s: text %q changed on the way", tc.name, tc.err)
+		}
 	}
 }

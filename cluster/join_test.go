@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"idserver/cluster"
 	"idserver/internal/testcluster"
 	"idserver/internal/testproc"
 	"idserver/internal/wait"
@@ -338,5 +340,114 @@ func TestDeadMemberKeptAtTheFloorSaysWhy(t *testing.T) {
 				t.Fatalf("%s no longer a member (err %v):\n%s", dead.ID, err, info)
 			}
 		}
+	}
+}
+
+// commandCalls is the calls= count of cmd in n's INFO commandstats, 0 when
+// n answered none.
+func commandCalls(t *testing.T, n *testcluster.Node, cmd string) string {
+	t.Helper()
+	info, err := n.Client.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatalf("INFO commandstats on %s: %v", n.ID, err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":"); ok {
+			calls, _, _ := strings.Cut(rest, ",")
+			return strings.TrimPrefix(calls, "calls=")
+		}
+	}
+	return "0"
+}
+
+// TestJoinGoesOverTheRaftPort: a joiner reads a member's INFO cluster on
+// its RESP port (join_via:raft, raft_addr) and sends the join on the Raft
+// port, to the leader or to a follower that sends it on: no member answers
+// a CLUSTER command on its RESP port, and both joiners are members.
+func TestJoinGoesOverTheRaftPort(t *testing.T) {
+	testproc.Long(t)
+	n1 := testcluster.Start(t, "n1", t.TempDir(), nil, nil)
+	n2 := testcluster.Start(t, "n2", t.TempDir(), n1, nil) // through the leader
+	if n2.Cluster.IsLeader() {
+		t.Fatal("n2 leads a cluster it joined")
+	}
+	n3 := testcluster.Start(t, "n3", t.TempDir(), n2, nil) // through a follower
+	for _, n := range []*testcluster.Node{n1, n2} {
+		if calls := commandCalls(t, n, "cluster"); calls != "0" {
+			t.Errorf("%s answered %s CLUSTER commands on its RESP port: a join went there, not to its Raft port", n.ID, calls)
+		}
+	}
+	info, err := n1.Client.Do(context.Background(), "CLUSTER", "INFO").Text()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"n2=", "n3=", "\r\njoin_via:raft\r\n", "\r\nraft_addr:" + n1.Cluster.RaftAddr() + "\r\n"} {
+		if !strings.Contains(info, want) {
+			t.Errorf("n1's CLUSTER INFO has no %q:\n%s", want, info)
+		}
+	}
+	if w, ok := n3.Cluster.Worker(); !ok || w < 0 {
+		t.Errorf("n3 holds no worker ID (%d, %v)", w, ok)
+	}
+}
+
+// TestJoinWithAnotherSecretIsRefusedAtTheRaftPort: a joiner that does not
+// know the cluster secret is refused at the member's Raft port, before it
+// sends its join: a refusal (the start ends at once) that says so, and the
+// member's RESP port never sees the join.
+func TestJoinWithAnotherSecretIsRefusedAtTheRaftPort(t *testing.T) {
+	testproc.Long(t)
+	n1 := testcluster.Start(t, "n1", t.TempDir(), nil, func(c *idnode.Config) { c.ClusterSecret = "the-cluster's" })
+	start := time.Now()
+	_, err := testcluster.Open(t, "n2", t.TempDir(), n1, func(c *idnode.Config) { c.ClusterSecret = "another" })
+	took := time.Since(start)
+	switch {
+	case err == nil:
+		t.Fatal("a joiner with another cluster secret was admitted")
+	case !errors.Is(err, cluster.ErrRefused) || !errors.Is(err, cluster.ErrAuth):
+		t.Fatalf("the joiner's start failed, but not as a refusal at the Raft port (ErrRefused and ErrAuth): %v", err)
+	case !strings.Contains(err.Error(), "Raft port "+n1.Cluster.RaftAddr()) || !strings.Contains(err.Error(), "--cluster-secret"):
+		t.Fatalf("the refusal does not name the Raft port and the remedy: %v", err)
+	case took > 20*time.Second:
+		t.Fatalf("the refusal took %v: it was retried as if no one answered", took)
+	}
+	t.Logf("refused in %v: %v", took.Round(time.Millisecond), err)
+	if calls := commandCalls(t, n1, "cluster"); calls != "0" {
+		t.Errorf("n1 answered %s CLUSTER commands on its RESP port", calls)
+	}
+}
+
+// TestRemovedJoinCrossesAsErrRemoved: a node the cluster removed asks to
+// join under its old ID, through a follower that sends the join on to the
+// leader: the refusal crosses both hops of the Raft-port channel as
+// ErrRemoved (and ErrRefused). Restarted on its directory, the node's start
+// is refused the same way and Rejoin offers to join again as a new member.
+func TestRemovedJoinCrossesAsErrRemoved(t *testing.T) {
+	testproc.Long(t)
+	nodes := testcluster.New(t, 3, nil)
+	ctx := context.Background()
+	n3 := nodes[2]
+	if n3.Cluster.IsLeader() {
+		t.Fatal("n3 leads: it joined last")
+	}
+	leader := nodes.WaitLeader(t)
+	if err := leader.Client.Do(ctx, "CLUSTER", "FORGET", "n3").Err(); err != nil {
+		t.Fatalf("FORGET n3: %v", err)
+	}
+	follower := nodes[:2].Follower(t, leader)
+	_, _, _, err := n3.Cluster.JoinThrough(ctx, follower.Cluster.RaftAddr(), "n3", n3.Cluster.RaftAddr(), n3.Addr)
+	if !errors.Is(err, cluster.ErrRemoved) || !errors.Is(err, cluster.ErrRefused) {
+		t.Fatalf("the removed n3's join through follower %s: want ErrRemoved and ErrRefused, got %v", follower.ID, err)
+	}
+	t.Logf("through %s: %v", follower.ID, err)
+
+	n3.Stop()
+	var cfg idnode.Config
+	_, err = testcluster.Open(t, "n3", n3.Dir, leader, func(c *idnode.Config) { cfg = *c })
+	if !errors.Is(err, cluster.ErrRemoved) {
+		t.Fatalf("the removed n3 restarted on its directory: want ErrRemoved, got %v", err)
+	}
+	if _, ok := idnode.Rejoin(cfg, err); !ok {
+		t.Fatalf("Rejoin does not take the removed n3's refusal: %v", err)
 	}
 }

@@ -45,17 +45,33 @@ func (c *Cluster) Join(ctx context.Context, node, raftAddr, respAddr string) (wo
 	return jr.Worker, jr.StartAboveMS, jr.LeaseEndMS, err
 }
 
-// removedRefusal is the refusal of a join by a node whose directory holds
-// a worker ID but which is no member: the cluster removed it (CLUSTER
-// FORGET, or dead for --dead-member-after) while it was down.
+// JoinThrough asks the member whose Raft address is member to make node a
+// member, as Join does, on the Raft port's channel: the connection proves
+// the cluster secret first (a wrong one is ErrAuth, and nothing is sent),
+// and a member that does not lead sends the join on to the leader. It is
+// for a node that belongs to no cluster yet, or cannot reach the leader
+// through its own Raft view. A refusal is ErrRefused, ErrRemoved too for a
+// node the cluster removed.
+func (c *Cluster) JoinThrough(ctx context.Context, member, node, raftAddr, respAddr string) (worker, startAboveMS, leaseEndMS int64, err error) {
+	resp, err := c.call(ctx, member, &request{Op: opJoinVia, Node: node, RaftAddr: raftAddr, RESPAddr: respAddr})
+	switch {
+	case err != nil:
+		return 0, 0, 0, err
+	case resp.Join == nil:
+		return 0, 0, 0, noLeader(ErrNotApplied, "the answer of %s to a join has no result", member)
+	}
+	return resp.Join.Worker, resp.Join.StartAboveMS, resp.Join.LeaseEndMS, nil
+}
+
+// removedRefusal is the text of a join's refusal for ErrRemoved; older
+// builds recognise a refusal as ErrRemoved by it.
 const removedRefusal = "its data directory holds a worker ID, but it is not a member (it was removed)"
 
-// RefusedAsRemoved reports whether err is the cluster's refusal of this
-// node's join because the cluster removed it (a FORGET, or dead for
-// --dead-member-after) while it was down.
-func RefusedAsRemoved(err error) bool {
-	return errors.Is(err, ErrRefused) && strings.Contains(err.Error(), removedRefusal)
-}
+// removedJoin is a join's refusal for ErrRemoved: ErrRefused and ErrRemoved.
+type removedJoin struct{ refusal error }
+
+func (e *removedJoin) Error() string   { return e.refusal.Error() }
+func (e *removedJoin) Unwrap() []error { return []error{e.refusal, ErrRemoved} }
 
 func (c *Cluster) join(ctx context.Context, node, raftAddr, respAddr string) (JoinResult, error) {
 	refuse := func(format string, args ...any) (JoinResult, error) {
@@ -111,7 +127,8 @@ func (c *Cluster) join(ctx context.Context, node, raftAddr, respAddr string) (Jo
 		return refuse("it is still a member (worker ID %d) but its data directory is empty (a replaced disk?), "+
 			"and what it issued is lost with it: CLUSTER FORGET %s first, or start it with a new --node-id", m.Worker, node)
 	case !member && id.HasWorker:
-		return refuse("%s: its node, restarted, joins again as a new member", removedRefusal)
+		_, err := refuse("%s: its node, restarted, joins again as a new member", removedRefusal)
+		return JoinResult{}, &removedJoin{err}
 	case id.PublicKey != "" && c.fsm.publicKey() != nil && id.PublicKey != engine.PublicKeyFingerprint(c.fsm.publicKey()):
 		return refuse("its --public-key (fingerprint %s) differs from this cluster's public-ID key (fingerprint %s): "+
 			"start it with this cluster's key, or without --public-key", id.PublicKey, engine.PublicKeyFingerprint(c.fsm.publicKey()))

@@ -467,6 +467,7 @@ const (
 	opFresh                   // leader: a fresh worker ID for a clock that went back (freshworker.go)
 	opFloors                  // leader: an MSET's floors, one entry (floors.go)
 	opFenceTags               // any: opFence for several tags (before an MSET commits); with none, says this member knows entryFloors and entryMaxTags
+	opJoinVia                 // any: a joiner's opJoin, from a node of no cluster yet; a follower sends it on to the leader
 )
 
 // code is an error's sentinel on the wire.
@@ -514,6 +515,16 @@ var noLeaderCauses = []struct {
 	{6, engine.ErrRefillLate},
 }
 
+// refusedCauses are the causes of ErrRefused on the wire, in the cause
+// field beside codeRefused (a node that does not know the field still
+// reads codeRefused).
+var refusedCauses = []struct {
+	code code
+	err  error
+}{
+	{1, ErrRemoved},
+}
+
 func codeOf(err error) code {
 	if err == nil {
 		return codeOK
@@ -527,7 +538,8 @@ func codeOf(err error) code {
 }
 
 // wireError is an error as a response carries it: its sentinel's code
-// and its text; for ErrNoLeader also its cause's code and its detail.
+// and its text; for ErrNoLeader also its cause's code and its detail, for
+// ErrRefused its cause's code.
 type wireError struct {
 	Code   code   `json:"code,omitempty"`
 	Msg    string `json:"msg,omitempty"`
@@ -549,19 +561,27 @@ func wireErrorOf(err error) wireError {
 			}
 		}
 	}
+	if w.Code == codeRefused {
+		for _, ce := range refusedCauses {
+			if errors.Is(err, ce.err) {
+				w.Cause = ce.code
+			}
+		}
+	}
 	return w
 }
 
-// remoteError is an error another node answered: its text, and its sentinel
-// for errors.Is (for ErrNoLeader, an *engine.NoLeaderError with its cause
-// and detail, for errors.Is and errors.As).
+// remoteError is an error another node answered: its text, and its
+// sentinels for errors.Is (for ErrNoLeader, an *engine.NoLeaderError with
+// its cause and detail, for errors.Is and errors.As; for ErrRefused, its
+// cause beside it).
 type remoteError struct {
-	sentinel error
-	msg      string
+	sentinels []error
+	msg       string
 }
 
-func (e *remoteError) Error() string { return e.msg }
-func (e *remoteError) Unwrap() error { return e.sentinel }
+func (e *remoteError) Error() string   { return e.msg }
+func (e *remoteError) Unwrap() []error { return e.sentinels }
 
 // err is the error w carries, nil for none.
 func (w wireError) err() error {
@@ -575,11 +595,18 @@ func (w wireError) err() error {
 				nl.Cause = ce.err
 			}
 		}
-		return &remoteError{nl, w.Msg}
+		return &remoteError{[]error{nl}, w.Msg}
+	}
+	if w.Code == codeRefused {
+		for _, ce := range refusedCauses {
+			if ce.code == w.Cause {
+				return &remoteError{[]error{ErrRefused, ce.err}, w.Msg}
+			}
+		}
 	}
 	for _, ce := range codeErrors {
 		if ce.code == w.Code {
-			return &remoteError{ce.err, w.Msg}
+			return &remoteError{[]error{ce.err}, w.Msg}
 		}
 	}
 	return &remoteError{nil, w.Msg}
@@ -696,8 +723,8 @@ func (c *Cluster) serveRPC(conn net.Conn) {
 }
 
 // answer runs one request, on a stream whose dialer proved it knows the
-// cluster secret. Every request but identify and admit must come from this
-// node's cluster.
+// cluster secret. Every request but identify, admit and a joiner's join
+// must come from this node's cluster.
 func (c *Cluster) answer(req *request) *response {
 	fail := func(err error) *response {
 		if err == nil {
@@ -711,7 +738,7 @@ func (c *Cluster) answer(req *request) *response {
 		// elsewhere, as with any node that does not lead.
 		return fail(noLeader(ErrNotLeader, "node %s at this address belongs to no cluster yet", c.cfg.NodeID))
 	}
-	if req.Op != opIdentify && req.Op != opAdmit && req.Cluster != c.ClusterID() {
+	if req.Op != opIdentify && req.Op != opAdmit && req.Op != opJoinVia && req.Cluster != c.ClusterID() {
 		return fail(fmt.Errorf("%w: a request from cluster %q reached node %s of cluster %q", ErrRefused, req.Cluster, c.cfg.NodeID, c.ClusterID()))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.timing.Call)
@@ -743,6 +770,18 @@ func (c *Cluster) answer(req *request) *response {
 		return c.issuedLocal(req.Tag)
 	case opFenceTags:
 		return c.fenceTagsLocal(req.Tags)
+	case opJoinVia:
+		// A join may take a client request's budget (one that first
+		// removes a dead member at the joiner's address), as CLUSTER JOIN.
+		jctx, jcancel := context.WithTimeout(context.Background(), c.timing.Request)
+		defer jcancel()
+		var jr JoinResult
+		var err error
+		jr.Worker, jr.StartAboveMS, jr.LeaseEndMS, err = c.Join(jctx, req.Node, req.RaftAddr, req.RESPAddr)
+		if err != nil {
+			return fail(err)
+		}
+		return &response{Join: &jr}
 	case opApplied:
 		if err := c.fsm.waitPublished(ctx, req.Index); err != nil {
 			return fail(fmt.Errorf("node %s has not applied index %d: %v", c.cfg.NodeID, req.Index, err))

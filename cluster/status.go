@@ -167,6 +167,10 @@ func (s Status) Pairs() [][2]string {
 		{"applied_index", fmt.Sprint(s.AppliedIndex)},
 		{"commit_index", s.CommitIndex},
 		{"raft_addr", s.RaftAddr},
+		// A joiner that reads this line sends its join to raft_addr, on
+		// the Raft port's authenticated channel (Cluster.JoinThrough);
+		// without it, to the RESP port as CLUSTER JOIN.
+		{"join_via", "raft"},
 		{"raft_applies_proposed", fmt.Sprint(s.AppliesProposed)},
 		{"zone", s.Zone},
 		{"raft_voters", fmt.Sprint(s.Voters)},

@@ -69,10 +69,7 @@ func (n *Node) peerState(ctx context.Context, addr string) peerState {
 	c.Close()
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	rdb := redis.NewClient(&redis.Options{Addr: addr, Password: n.cfg.RequirePass, TLSConfig: n.cfg.TLSClient,
-		Protocol: 2, MaxRetries: -1, DisableIdentity: true, DialTimeout: 500 * time.Millisecond})
-	defer rdb.Close()
-	info, err := rdb.Info(ctx, "cluster").Result()
+	info, err := n.clusterInfo(ctx, addr)
 	var re redis.Error
 	switch {
 	case errors.As(err, &re):
@@ -82,13 +79,32 @@ func (n *Node) peerState(ctx context.Context, addr string) peerState {
 	case err != nil:
 		return peerUnknown
 	}
-	for _, line := range strings.Split(info, "\n") {
-		if id, ok := strings.CutPrefix(strings.TrimSpace(line), "cluster_id:"); ok {
-			if id == "" {
-				return peerFresh
-			}
-			return peerMember
+	id, ok := info["cluster_id"]
+	if ok && id == "" {
+		return peerFresh
+	}
+	return peerMember // a cluster ID, or no cluster_id line: not an idserver this pod knows how to read
+}
+
+// clusterInfo asks addr, a RESP port, as a client with the cluster's
+// password, for its INFO cluster, as key:value pairs. An error reply is a
+// redis.Error. It gives up when ctx ends.
+func (n *Node) clusterInfo(ctx context.Context, addr string) (map[string]string, error) {
+	rdb := redis.NewClient(&redis.Options{Addr: addr, Password: n.cfg.RequirePass, TLSConfig: n.cfg.TLSClient,
+		Protocol: 2, MaxRetries: -1, DisableIdentity: true, DialTimeout: 500 * time.Millisecond})
+	defer rdb.Close()
+	// go-redis ends a read at the context's deadline, not at its
+	// cancellation: closing the client ends it then.
+	defer context.AfterFunc(ctx, func() { rdb.Close() })()
+	text, err := rdb.Info(ctx, "cluster").Result()
+	if err != nil {
+		return nil, err
+	}
+	info := map[string]string{}
+	for _, line := range strings.Split(text, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok && !strings.HasPrefix(k, "#") {
+			info[k] = v
 		}
 	}
-	return peerMember // no cluster_id line: not an idserver this pod knows how to read
+	return info, nil
 }

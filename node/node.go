@@ -448,14 +448,14 @@ func (n *Node) workerID(ctx context.Context) (worker, startAbove, lease int64, e
 	}
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	jw, jabove, jlease, err := n.checkIn(ctx, !ownCluster)
-	if stored && cluster.RefusedAsRemoved(err) {
+	if stored && errors.Is(err, cluster.ErrRemoved) {
 		// Removed while it was down. Asked again a second later, so that
 		// the directory is moved aside only on two answers.
 		select {
 		case <-ctx.Done():
 		case <-time.After(time.Second):
 		}
-		if jw, jabove, jlease, err = n.checkIn(ctx, !ownCluster); cluster.RefusedAsRemoved(err) {
+		if jw, jabove, jlease, err = n.checkIn(ctx, !ownCluster); errors.Is(err, cluster.ErrRemoved) {
 			err = &removedError{node: n.ID, members: n.Cluster.PeerAddrs(), err: err}
 		}
 	}
@@ -487,11 +487,11 @@ func (n *Node) workerID(ctx context.Context) (worker, startAbove, lease int64, e
 	return w, above, n.Cluster.Lease(), nil
 }
 
-// checkIn asks the cluster to take this node as a member (CLUSTER JOIN):
-// through its own Raft view when viaCluster (this node leads, or knows the
-// leader), else or then through the RESP ports of the other members and
-// cfg.Join. It retries while there is no answer, until ctx ends; a refusal
-// ends it at once.
+// checkIn asks the cluster to take this node as a member: through its own
+// Raft view when viaCluster (this node leads, or knows the leader), else
+// or then through the other members and cfg.Join (joinThrough). It
+// retries while there is no answer, until ctx ends; a refusal ends it at
+// once.
 func (n *Node) checkIn(ctx context.Context, viaCluster bool) (worker, startAbove, lease int64, err error) {
 	for attempt := 1; ; attempt++ {
 		if viaCluster {
@@ -536,13 +536,46 @@ func retryDelay(attempt int) time.Duration {
 	return 10 * time.Millisecond << attempt
 }
 
-// joinThrough sends CLUSTER JOIN to a member's RESP port. An error reply
-// other than TRYAGAIN or LOADING (the member is starting) is a refusal.
+// joinThrough asks the member whose RESP address is member to make this
+// node a member. It reads the member's INFO cluster: a member that says
+// join_via:raft takes the join on its Raft port (raft_addr), where this
+// node proves the cluster secret before anything is sent; an older one
+// takes CLUSTER JOIN on its RESP port. A refusal is ErrRefused (a wrong
+// cluster secret, or an error reply other than TRYAGAIN or LOADING, the
+// member starting, among them); other errors are worth a retry.
 func (n *Node) joinThrough(ctx context.Context, member string) (worker, startAbove, lease int64, err error) {
+	ictx, icancel := context.WithTimeout(ctx, n.Cluster.Timing().Call)
+	info, err := n.clusterInfo(ictx, member)
+	icancel()
+	var re redis.Error
+	switch {
+	case errors.As(err, &re) && !strings.HasPrefix(re.Error(), "TRYAGAIN") && !strings.HasPrefix(re.Error(), "LOADING"):
+		return 0, 0, 0, fmt.Errorf("%w: %s answered INFO cluster: %v%s", cluster.ErrRefused, member, err, joinHint(re.Error()))
+	case err != nil:
+		return 0, 0, 0, err
+	case info["join_via"] != "raft" || info["raft_addr"] == "":
+		return n.joinThroughRESP(ctx, member)
+	}
 	// The answer may take a client request's budget (a join that first
-	// removes a dead member at this address, then adds this node): a read
+	// removes a dead member at this address, then adds this node): a call
 	// that gave up sooner would retry, and the retry would be refused as a
 	// member with an empty directory.
+	jctx, jcancel := context.WithTimeout(ctx, n.Cluster.Timing().Request+time.Second)
+	defer jcancel()
+	raftAddr := info["raft_addr"]
+	worker, startAbove, lease, err = n.Cluster.JoinThrough(jctx, raftAddr, n.ID, n.Cluster.RaftAddr(), n.Addr)
+	if errors.Is(err, cluster.ErrAuth) {
+		return 0, 0, 0, fmt.Errorf("%w: %s (Raft port %s): %w (start this node with the cluster's --cluster-secret, or --requirepass)",
+			cluster.ErrRefused, member, raftAddr, err)
+	}
+	return worker, startAbove, lease, err
+}
+
+// joinThroughRESP sends CLUSTER JOIN to a member's RESP port, for a member
+// that does not take the join on its Raft port. An error reply other than
+// TRYAGAIN or LOADING (the member is starting) is a refusal.
+func (n *Node) joinThroughRESP(ctx context.Context, member string) (worker, startAbove, lease int64, err error) {
+	// The answer may take a client request's budget, as in joinThrough.
 	c := redis.NewClient(&redis.Options{Addr: member, Password: n.cfg.RequirePass, TLSConfig: n.cfg.TLSClient,
 		Protocol: 2, MaxRetries: -1, DisableIdentity: true, ReadTimeout: n.Cluster.Timing().Request + time.Second})
 	defer c.Close()
@@ -562,8 +595,8 @@ func (n *Node) joinThrough(ctx context.Context, member string) (worker, startAbo
 	return v[0], v[1], v[2], nil
 }
 
-// joinHint says what a refusal of CLUSTER JOIN by a member's RESP port
-// most likely means, for the two an operator meets first.
+// joinHint says what a refusal of INFO or CLUSTER JOIN by a member's RESP
+// port most likely means, for the two an operator meets first.
 func joinHint(reply string) string {
 	switch {
 	case strings.HasPrefix(reply, "NOAUTH"), strings.HasPrefix(reply, "WRONGPASS"):

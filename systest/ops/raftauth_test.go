@@ -384,8 +384,8 @@ func TestForgedRaftTrafficOverTLSIsRefused(t *testing.T) {
 
 // TestClusterSecret: --cluster-secret (or IDSERVER_CLUSTER_SECRET), not
 // --requirepass, keys the Raft port when given: a node with the same one
-// joins and serves; a node with another is refused at join, naming the
-// flag, and the cluster keeps one member.
+// joins and serves; a node with another is refused at the member's Raft
+// port when it joins, naming the flag, and the cluster keeps its members.
 func TestClusterSecret(t *testing.T) {
 	first := systest.StartProc(t, t.TempDir(), "--requirepass", "pw", "--cluster-secret", "s3cret", "--raft-addr", systest.FreeAddr(t))
 	second, err := systest.Launch(t, t.TempDir(), []string{"IDSERVER_CLUSTER_SECRET=s3cret"}, "--requirepass", "pw", "--raft-addr", systest.FreeAddr(t), "--join", first.Addr)
@@ -408,10 +408,11 @@ func TestClusterSecret(t *testing.T) {
 	if info := systest.ClusterInfo(t, leader); info["members"] != "2" {
 		t.Fatalf("after the refused join: %v", info)
 	}
-	// The joiner logs the leader's connection it refused; the leader, the
+	// The joiner is refused at the member's Raft port, before it sends its
+	// join: the member logs the connection it refused, the joiner the
 	// refusal of its proof.
-	if !strings.Contains(p.Log(), `msg="refused a connection to the Raft port: no proof of the cluster secret"`) ||
-		!strings.Contains(first.Log(), "the node refused this node's proof") {
+	if !strings.Contains(first.Log(), `msg="refused a connection to the Raft port: no proof of the cluster secret"`) ||
+		!strings.Contains(p.Log(), "the node refused this node's proof") {
 		t.Fatalf("the refused handshake was not logged on both sides:\n%s\n%s", p.Log(), first.Log())
 	}
 }

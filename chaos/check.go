@@ -448,13 +448,14 @@ func (c *checker) refusedSets() {
 
 // restartedBefore: a SET refused because a node that restarted or left
 // since its last allocation may have issued what it was given (it cannot
-// tell), at a time when the nemesis had restarted or replaced a node.
+// tell), at a time when the nemesis had restarted, replaced or removed a
+// node (a damaged node is restarted; an island's FORGETs remove members).
 func (c *checker) restartedBefore(op *Op) bool {
 	if !strings.Contains(op.Err, "restarted") {
 		return false
 	}
 	for _, f := range c.h.Faults {
-		if f.Start < op.End && slices.Contains([]string{FKill, FPowerCut, FPowerCutAll, FForgetLive, FReplace, FWipeSameID, FDiskFull, FScaleDown, FRemoveCutLive, KRepair}, f.Kind) {
+		if f.Start < op.End && slices.Contains([]string{FKill, FPowerCut, FPowerCutAll, FForgetLive, FReplace, FWipeSameID, FDiskFull, FScaleDown, FRemoveCutLive, FFileDamage, FIsland, KRepair}, f.Kind) {
 			return true
 		}
 	}

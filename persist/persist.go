@@ -19,6 +19,7 @@ import (
 	"syscall"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 )
 
 // Errors returned by the store.
@@ -97,7 +98,17 @@ func Open(dir string) (*Store, error) {
 		return nil, fmt.Errorf("%w: %d MiB free on the file system of %s, below the %d MiB kept in reserve: free some space and start again (nothing was changed)",
 			ErrDiskFull, free>>20, dir, reserve>>20)
 	}
-	db, err := pebble.Open(filepath.Join(dir, "pebble"), &pebble.Options{Logger: quietLogger{}})
+	// Tags are read one key at a time, and a new tag is a key that is not
+	// there: Bloom filters answer that without reading the tables' blocks,
+	// and a block cache of 32 MiB (Pebble's default is 8) keeps the index
+	// blocks of a few million tags.
+	cache := pebble.NewCache(32 << 20)
+	defer cache.Unref()
+	opts := &pebble.Options{Logger: quietLogger{}, Cache: cache}
+	for i := range opts.Levels {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	db, err := pebble.Open(filepath.Join(dir, "pebble"), opts)
 	if err != nil {
 		lock.Close()
 		return nil, fmt.Errorf("open pebble in %s: %w", dir, err)

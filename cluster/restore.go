@@ -53,8 +53,8 @@ const imageFormat = 1
 // BackupFile is the file a backup directory holds its Image in.
 const BackupFile = "idserver-backup.json"
 
-// Backup is this node's Image, taken now: the state machine under its
-// lock (as a Raft snapshot takes it) and the node's keys.
+// Backup is this node's Image, taken now: the state machine as a Raft
+// snapshot holds it (from a Pebble snapshot) and the node's keys.
 func (c *Cluster) Backup() ([]byte, error) {
 	state, err := c.fsm.stateJSON()
 	if err != nil {

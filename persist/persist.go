@@ -1,5 +1,6 @@
-// Package persist keeps the few keys that must survive a crash in Pebble:
-// the node identity, the ID layout, and the snowflake high-water mark.
+// Package persist keeps what must survive a crash in Pebble: the node
+// identity, the ID layout, the snowflake high-water mark, and the state
+// machine's keys (cluster package), which it reads, scans and snapshots.
 //
 // Durability is in the method names: Set may be lost by a crash (of the
 // process, not only the machine), SetSync is on disk when it returns.
@@ -99,9 +100,9 @@ func Open(dir string) (*Store, error) {
 			ErrDiskFull, free>>20, dir, reserve>>20)
 	}
 	// Tags are read one key at a time, and a new tag is a key that is not
-	// there: Bloom filters answer that without reading the tables' blocks,
-	// and a block cache of 32 MiB (Pebble's default is 8) keeps the index
-	// blocks of a few million tags.
+	// there: Bloom filters answer that without reading the tables' blocks;
+	// the block cache is 32 MiB (Pebble's default is 8), for the index
+	// blocks of many tags.
 	cache := pebble.NewCache(32 << 20)
 	defer cache.Unref()
 	opts := &pebble.Options{Logger: quietLogger{}, Cache: cache}

@@ -25,7 +25,8 @@ import (
 	"idserver/persist"
 )
 
-// restoreBatchBytes bounds the writes of one batch of a restore.
+// restoreBatchBytes bounds the writes of one batch of a restore (a batch
+// of one tag larger than it excepted).
 var restoreBatchBytes = 4 << 20
 
 // restoreCommitted, when set, is called after each batch of a restore but
@@ -205,7 +206,7 @@ func (f *fsm) restoreStream(r io.Reader) (_ meta, started bool, _ error) {
 	}
 	b := f.store.NewBatch()
 	b.DeletePrefix(fsmPrefix)
-	batches, count := 0, 0
+	batches, count, inBatch := 0, 0, 0
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
@@ -218,9 +219,11 @@ func (f *fsm) restoreStream(r io.Reader) (_ meta, started bool, _ error) {
 			}
 		case "tags", "tag_bytes":
 			if err := readTags(dec, tok == "tag_bytes", func(name string, t tagState) error {
-				b.Set(keyTagBase+name, encodeTag(t))
+				key, v := keyTagBase+name, encodeTag(t)
 				count++
-				if b.Len() < restoreBatchBytes {
+				if inBatch == 0 || b.Len()+len(key)+len(v) <= restoreBatchBytes {
+					b.Set(key, v)
+					inBatch++
 					return nil
 				}
 				if err := b.Commit(); err != nil {
@@ -228,7 +231,8 @@ func (f *fsm) restoreStream(r io.Reader) (_ meta, started bool, _ error) {
 				}
 				started = true
 				batches++
-				b = f.store.NewBatch()
+				b, inBatch = f.store.NewBatch(), 1
+				b.Set(key, v)
 				if restoreCommitted != nil {
 					return restoreCommitted(batches)
 				}

@@ -283,6 +283,12 @@ func Open(cfg Config) (*Cluster, error) {
 			return fail(fmt.Errorf("recover: %w", err))
 		}
 	}
+	// Pebble holds the state machine: Raft restores no snapshot at start,
+	// the state machine catches up to the newest one only when it lags it.
+	rc.NoSnapshotRestoreOnStart = true
+	if err := restoreOnStart(f, snaps, logs); err != nil {
+		return fail(err)
+	}
 	timed := timedLogs{BoltStore: logs, disk: c.disk}
 	c.raft, err = raft.NewRaft(rc, f, timed, timed, snaps, c.trans)
 	if err != nil {

@@ -177,7 +177,8 @@ func (f *fsm) tagRevs(tags []string) map[string]uint64 {
 	defer f.mu.RUnlock()
 	revs := make(map[string]uint64, len(tags))
 	for _, tag := range tags {
-		revs[tag] = f.tags[tag].Rev
+		t, _ := f.stored(tag)
+		revs[tag] = t.Rev
 	}
 	return revs
 }
@@ -203,7 +204,7 @@ func (f *fsm) applyFloors(d *decoder, b *persist.Batch, _ *changes) any {
 	d.end()
 	created := map[string]bool{}
 	for _, p := range pairs {
-		t, existed := f.tags[p.tag]
+		t, existed := f.stored(p.tag)
 		if t.Rev != p.rev {
 			return errMoved
 		}
@@ -224,8 +225,7 @@ func (f *fsm) applyFloors(d *decoder, b *persist.Batch, _ *changes) any {
 		}
 		t.Floor = max(t.Floor, p.v)
 		t.Rev++
-		f.tags[p.tag] = t
-		b.Set(keyTagBase+p.tag, encodeTag(t))
+		f.putTag(b, p.tag, t, existed)
 	}
 	return nil
 }

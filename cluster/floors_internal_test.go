@@ -16,7 +16,8 @@ func TestFSMFloorsAllOrNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	applyEntry(t, f, 1, newEntry(entryAllocBy).uvarint(1).string("a").varint(50).string("n1").uvarint(7))
-	rev := f.tags["a"].Rev
+	st, _ := f.tagState("a")
+	rev := st.Rev
 	floors := func(pairs ...any) encoder {
 		e := newEntry(entryFloors).uvarint(uint64(len(pairs) / 3))
 		for i := 0; i < len(pairs); i += 3 {
@@ -34,14 +35,14 @@ func TestFSMFloorsAllOrNothing(t *testing.T) {
 		t.Fatalf("b after floor 7: %d %v", v, ok)
 	}
 	// A rev moved since the leader read it: nothing changes, b included.
-	if err, _ := applyEntry(t, f, 3, floors("b", 900, int(f.tags["b"].Rev), "a", 900, int(rev))).(error); !errors.Is(err, errMoved) {
+	if err, _ := applyEntry(t, f, 3, floors("b", 900, revOf(f, "b"), "a", 900, int(rev))).(error); !errors.Is(err, errMoved) {
 		t.Fatalf("floors over a moved rev: %v, want errMoved", err)
 	}
 	if v, _ := f.tag("b"); v != 7 {
 		t.Fatalf("b after a refused entry: %d, want 7", v)
 	}
 	applyEntry(t, f, 4, newEntry(entryMaxTags).uvarint(3))
-	if err, _ := applyEntry(t, f, 5, floors("b", 900, int(f.tags["b"].Rev), "c", 1, 0, "d", 1, 0)).(error); !errors.Is(err, ErrTagLimit) {
+	if err, _ := applyEntry(t, f, 5, floors("b", 900, revOf(f, "b"), "c", 1, 0, "d", 1, 0)).(error); !errors.Is(err, ErrTagLimit) {
 		t.Fatalf("two new tags past a bound of 3: %v, want ErrTagLimit", err)
 	}
 	if v, _ := f.tag("b"); v != 7 || f.size() != 2 {
@@ -61,4 +62,9 @@ func TestFSMFloorsAllOrNothing(t *testing.T) {
 	if again.maxTags() != 3 {
 		t.Fatalf("bound after a reopen: %d, want 3", again.maxTags())
 	}
+}
+
+func revOf(f *fsm, tag string) int {
+	st, _ := f.tagState(tag)
+	return int(st.Rev)
 }

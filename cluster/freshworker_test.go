@@ -140,8 +140,11 @@ func TestFSMFreshWorkerDeterministic(t *testing.T) {
 			applyEntry(t, f, idx, freshEntry(node, m.Worker, now))
 			now += 7000
 		}
-		snap, _ := f.Snapshot()
-		states[i] = string(snap.(fsmSnapshot))
+		state, err := f.stateJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		states[i] = string(state)
 	}
 	if states[0] != states[1] {
 		t.Fatalf("two replicas differ:\n%s\n%s", states[0], states[1])

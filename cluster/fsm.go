@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"math"
@@ -192,6 +191,10 @@ type meta struct {
 	// MaxTags is the bound on the number of tags an entryMaxTags set:
 	// 0 when none did (the bound is DefaultMaxTags), -1 for no bound.
 	MaxTags int `json:"max_tags,omitempty"`
+	// TagCount is the number of tags the state holds. A state written
+	// without it (0) is counted when opened, and a restore counts the tags
+	// it writes.
+	TagCount int `json:"tag_count,omitempty"`
 }
 
 // allocItem is one request in an entryAlloc, and allocResult its answer.
@@ -245,8 +248,9 @@ type changes struct {
 	members bool
 }
 
-// fsm is the Raft state machine: tags, members, worker IDs, in Pebble with
-// an in-memory copy for reads. Apply is deterministic: no clock, no
+// fsm is the Raft state machine: tags, members, worker IDs. Pebble is the
+// store of record of the tags (one key each, read where needed); meta, the
+// small rest, is also kept in memory. Apply is deterministic: no clock, no
 // randomness, no I/O beyond the state store.
 type fsm struct {
 	store     *persist.Store
@@ -259,7 +263,13 @@ type fsm struct {
 
 	mu   sync.RWMutex
 	meta meta
-	tags map[string]tagState
+	// pending holds the tags the entry being applied has written: its
+	// batch is committed after the lock is released, and a tag it writes
+	// twice reads its own first write. Empty between applies.
+	pending map[string]tagState
+
+	// restoreMu: one Restore at a time.
+	restoreMu sync.Mutex
 
 	// members is a copy of meta.Members, replaced after each Apply that
 	// changes them: readers (the leader's address, peers) take no lock.
@@ -282,22 +292,53 @@ func newFSM(store *persist.Store, maxWorker int64) (*fsm, error) {
 			return nil, fmt.Errorf("%w: %s: %v", persist.ErrCorrupt, keyState, err)
 		}
 	}
-	err := store.Scan(keyTagBase, func(k string, v []byte) error {
-		t, err := decodeTag(v)
+	if f.meta.TagCount == 0 { // a state written before the count, or with no tag
+		n, err := store.Count(keyTagBase)
 		if err != nil {
-			return fmt.Errorf("%w: %s: %v", persist.ErrCorrupt, k, err)
+			return nil, err
 		}
-		f.tags[k[len(keyTagBase):]] = t
-		return nil
-	})
+		f.meta.TagCount = n
+	}
 	f.published = f.meta.Applied
 	f.publishMembers()
-	return f, err
+	return f, nil
 }
 
 func (f *fsm) reset() {
 	f.meta = meta{Members: map[string]*member{}, Workers: map[int64]*workerState{}}
-	f.tags = map[string]tagState{}
+	f.pending = map[string]tagState{}
+}
+
+// stored is tag's state: the entry being applied's write of it, or the
+// store's. The caller holds the lock. A store that cannot be read stops
+// the process, as one that cannot be written does (commit): the replicas'
+// states would otherwise diverge.
+func (f *fsm) stored(tag string) (tagState, bool) {
+	if t, ok := f.pending[tag]; ok {
+		return t, true
+	}
+	v, ok, err := f.store.Get(keyTagBase + tag)
+	if err != nil {
+		panic(fmt.Sprintf("cluster: cannot read the state machine: %v", err))
+	}
+	if !ok {
+		return tagState{}, false
+	}
+	t, err := decodeTag(v)
+	if err != nil {
+		panic(fmt.Sprintf("cluster: %v: %s%s: %v", persist.ErrCorrupt, keyTagBase, tag, err))
+	}
+	return t, true
+}
+
+// putTag writes tag's state in the entry's batch; existed says whether
+// the state held the tag before. The caller holds the lock.
+func (f *fsm) putTag(b *persist.Batch, tag string, t tagState, existed bool) {
+	if !existed {
+		f.meta.TagCount++
+	}
+	f.pending[tag] = t
+	b.Set(keyTagBase+tag, encodeTag(t))
 }
 
 // A tag is stored as 0xff and its JSON. A store written before SET could
@@ -382,6 +423,7 @@ func (f *fsm) applyLocked(l *raft.Log, ch *changes) (any, *persist.Batch) {
 		panic(fmt.Sprintf("cluster: unknown log entry type %d at index %d", l.Data[0], l.Index))
 	}
 	batch := f.store.NewBatch()
+	defer clear(f.pending)
 	resp := apply(f, newDecoder(l.Data[1:], l.Index), batch, ch)
 	f.meta.Applied = l.Index
 	m, _ := json.Marshal(&f.meta)
@@ -517,8 +559,7 @@ func (f *fsm) allocate(d *decoder, b *persist.Batch, by bool) any {
 			na.Boot, na.Last = boot, t.MaxID
 			t.Nodes[node] = na
 		}
-		f.tags[tag] = t
-		b.Set(keyTagBase+tag, encodeTag(t))
+		f.putTag(b, tag, t, existed)
 		results = append(results, allocResult{First: first, Last: t.MaxID})
 	}
 	d.end()
@@ -567,8 +608,7 @@ func (f *fsm) applySet(d *decoder, b *persist.Batch, _ *changes) any {
 		n.Last = min(n.Last, v) // what lay above v was dropped unissued
 		t.Nodes[node] = n
 	}
-	f.tags[tag] = t
-	b.Set(keyTagBase+tag, encodeTag(t))
+	f.putTag(b, tag, t, existed)
 	return res
 }
 
@@ -694,12 +734,19 @@ func (f *fsm) applyRecover(d *decoder, b *persist.Batch, ch *changes) any {
 	// A tag created in entries this node never saw may have reached as far
 	// past the old base as a known tag past its high-water.
 	f.meta.TagBase += min(skipValues, math.MaxInt64-f.meta.TagBase)
-	for tag, t := range f.tags {
+	err := f.store.Scan(keyTagBase, func(k string, v []byte) error {
+		t, err := decodeTag(v)
+		if err != nil {
+			return fmt.Errorf("%w: %s: %v", persist.ErrCorrupt, k, err)
+		}
 		t.MaxID = t.high() + min(skipValues, math.MaxInt64-t.high())
 		t.Bound = t.MaxID // lost entries may have allocated (and issued) up to here
 		t.Rev++
-		f.tags[tag] = t
-		b.Set(keyTagBase+tag, encodeTag(t))
+		b.Set(k, encodeTag(t))
+		return nil
+	})
+	if err != nil {
+		panic(fmt.Sprintf("cluster: cannot read the state machine: %v", err))
 	}
 	for id, m := range f.meta.Members {
 		if id == node {
@@ -749,74 +796,20 @@ func (f *fsm) publicKey() []byte {
 	return f.meta.PublicKey
 }
 
-// snapshotState is the whole state, as a snapshot holds it.
+// snapshotState is the whole state, as a snapshot holds it (in memory:
+// for a backup's restore and tests; Raft's snapshots are streamed,
+// snapshot.go).
 type snapshotState struct {
 	Meta meta                `json:"meta"`
 	Tags map[string]tagState `json:"tags"`
 }
-
-// Snapshot implements raft.FSM: a copy taken now, written out later.
-func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	data, err := json.Marshal(snapshotState{Meta: f.meta, Tags: f.tags})
-	if err != nil {
-		return nil, err
-	}
-	return fsmSnapshot(data), nil
-}
-
-// Restore implements raft.FSM: the store's state machine keys are replaced.
-func (f *fsm) Restore(rc io.ReadCloser) error {
-	defer rc.Close()
-	var s snapshotState
-	if err := json.NewDecoder(rc).Decode(&s); err != nil {
-		return err
-	}
-	if s.Meta.Members == nil {
-		s.Meta.Members = map[string]*member{}
-	}
-	if s.Meta.Workers == nil {
-		s.Meta.Workers = map[int64]*workerState{}
-	}
-	if s.Tags == nil {
-		s.Tags = map[string]tagState{}
-	}
-	b := f.store.NewBatch()
-	b.DeletePrefix(fsmPrefix)
-	for tag, t := range s.Tags {
-		b.Set(keyTagBase+tag, encodeTag(t))
-	}
-	m, _ := json.Marshal(&s.Meta)
-	b.Set(keyState, m)
-	if err := b.CommitSync(); err != nil {
-		return err
-	}
-	f.mu.Lock()
-	f.meta, f.tags = s.Meta, s.Tags
-	f.mu.Unlock()
-	f.publish(s.Meta.Applied, &changes{members: true})
-	return nil
-}
-
-type fsmSnapshot []byte
-
-func (s fsmSnapshot) Persist(sink raft.SnapshotSink) error {
-	if _, err := sink.Write(s); err != nil {
-		sink.Cancel()
-		return err
-	}
-	return sink.Close()
-}
-
-func (s fsmSnapshot) Release() {}
 
 // Reads, for GET, EXISTS, DBSIZE and CLUSTER INFO.
 
 func (f *fsm) tag(tag string) (int64, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	t, ok := f.tags[tag]
+	t, ok := f.stored(tag)
 	return t.high(), ok
 }
 
@@ -833,7 +826,7 @@ func (f *fsm) tagState(tag string) (tagState, bool) {
 // TagBase, all of which may have been issued (restore.go). The caller
 // holds the lock.
 func (f *fsm) tagOrBase(tag string) (tagState, bool) {
-	t, ok := f.tags[tag]
+	t, ok := f.stored(tag)
 	if !ok && f.meta.TagBase > 0 {
 		t.MaxID, t.Bound = f.meta.TagBase, f.meta.TagBase
 	}
@@ -843,7 +836,7 @@ func (f *fsm) tagOrBase(tag string) (tagState, bool) {
 func (f *fsm) size() int {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return len(f.tags)
+	return f.meta.TagCount
 }
 
 // member reads the published copy: no lock.

@@ -57,10 +57,11 @@ func FuzzFSMApply(f *testing.F) {
 				}
 			}
 		}
-		for tag, ts := range fm.tags {
-			if ts.high() < 0 {
-				t.Fatalf("tag %q went negative: %+v", tag, ts)
+		fm.store.Scan(keyTagBase, func(k string, v []byte) error {
+			if ts, err := decodeTag(v); err != nil || ts.high() < 0 {
+				t.Fatalf("tag %q went negative or does not decode: %+v %v", k, ts, err)
 			}
-		}
+			return nil
+		})
 	})
 }

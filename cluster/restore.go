@@ -53,10 +53,10 @@ const imageFormat = 1
 // BackupFile is the file a backup directory holds its Image in.
 const BackupFile = "idserver-backup.json"
 
-// Backup is this node's Image, taken now: the state machine under its
-// lock (as a Raft snapshot takes it) and the node's keys.
+// Backup is this node's Image, taken now: the state machine as a Raft
+// snapshot holds it (from a Pebble snapshot) and the node's keys.
 func (c *Cluster) Backup() ([]byte, error) {
-	snap, err := c.fsm.Snapshot()
+	state, err := c.fsm.stateJSON()
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +65,7 @@ func (c *Cluster) Backup() ([]byte, error) {
 		return nil, err
 	}
 	img.TakenUnixMS = c.cfg.Now().UnixMilli()
-	img.State = json.RawMessage(snap.(fsmSnapshot))
+	img.State = json.RawMessage(state)
 	return json.Marshal(img)
 }
 
@@ -112,11 +112,11 @@ func ImageOf(dir string) (Image, error) {
 	if err != nil {
 		return img, err
 	}
-	snap, err := f.Snapshot()
+	state, err := f.stateJSON()
 	if err != nil {
 		return img, err
 	}
-	state, applied := []byte(snap.(fsmSnapshot)), f.applied()
+	applied := f.applied()
 	rdir := filepath.Join(dir, "raft")
 	if _, err := os.Stat(filepath.Join(rdir, "snapshots")); err == nil {
 		snaps, err := raft.NewFileSnapshotStoreWithLogger(rdir, 2, hclog.NewNullLogger())
@@ -194,11 +194,7 @@ func replayLog(path string, state []byte, applied uint64) (_ []byte, err error) 
 		}
 		f.Apply(&l)
 	}
-	snap, err := f.Snapshot()
-	if err != nil {
-		return nil, err
-	}
-	return []byte(snap.(fsmSnapshot)), nil
+	return f.stateJSON()
 }
 
 // RestoreOptions say how far a restore moves the state.

@@ -1,72 +1,102 @@
 package cluster
 
 import (
+	"crypto/rand"
+	"encoding/binary"
 	"runtime"
-	"sort"
 	"sync"
 	"weak"
 )
 
 // ScanTags pages over the tags in sorted order, for SCAN: up to count tags
-// from position cursor, and the cursor of the next page (0 after the last).
+// after the position cursor names, and the cursor of the next page (0
+// after the last).
 //
-// The cursor is an offset into the sorted order. Tags are never deleted,
-// so a tag created during a scan can only move later tags one place on: a
-// page may then repeat the tag before it, but no tag present for the whole
-// scan is skipped. That is Redis's SCAN guarantee.
+// A cursor names the last tag of the page it ended, and the next page
+// starts after that tag in the store. Tags are never deleted, so no tag
+// present for the whole scan is skipped: Redis's SCAN guarantee. The node
+// remembers the last maxCursors cursors it gave out; an older one, or one
+// of another process, starts the scan over (a scan may return a tag more
+// than once).
 func (c *Cluster) ScanTags(cursor uint64, count int) (next uint64, tags []string) {
-	sorted := indexOf(c.fsm).sorted(c.fsm)
-	if cursor >= uint64(len(sorted)) {
-		return 0, nil
+	cs := cursorsOf(c.fsm)
+	from := "" // the first tag
+	if last, ok := cs.ended(cursor); ok {
+		from = last + "\x00" // the first tag after last
 	}
-	end := min(cursor+uint64(max(count, 1)), uint64(len(sorted)))
-	tags = append(tags, sorted[cursor:end]...)
-	if end == uint64(len(sorted)) {
-		end = 0
+	tags = c.fsm.tagsFrom(from, max(count, 1))
+	if len(tags) < max(count, 1) {
+		return 0, tags
 	}
-	return end, tags
+	return cs.remember(tags[len(tags)-1]), tags
 }
 
-// tagIndex keeps the tags sorted between SCAN pages, so that a scan in
-// pages of 10 does not sort every tag for each page. Tags are never
-// deleted, so the index is current while the count is unchanged (a Restore
-// brings a superset of the tags a node had).
-type tagIndex struct {
-	mu   sync.Mutex
-	tags []string
-}
-
-// tagIndexes holds each state machine's index without keeping the state
-// machine alive: it lives here rather than in a field so that it stays out
-// of cluster.go and fsm.go.
-var tagIndexes sync.Map // weak.Pointer[fsm] -> *tagIndex
-
-func indexOf(f *fsm) *tagIndex {
-	key := weak.Make(f)
-	if ix, ok := tagIndexes.Load(key); ok {
-		return ix.(*tagIndex)
-	}
-	ix, loaded := tagIndexes.LoadOrStore(key, &tagIndex{})
-	if !loaded {
-		runtime.AddCleanup(f, func(k weak.Pointer[fsm]) { tagIndexes.Delete(k) }, key)
-	}
-	return ix.(*tagIndex)
-}
-
-// sorted returns the tags in order; the slice is shared, never modified.
-func (ix *tagIndex) sorted(f *fsm) []string {
-	ix.mu.Lock()
-	defer ix.mu.Unlock()
-	if f.size() == len(ix.tags) {
-		return ix.tags
-	}
+// tagsFrom is up to n tags that sort at or after from, in order.
+func (f *fsm) tagsFrom(from string, n int) []string {
 	f.mu.RLock()
-	tags := make([]string, 0, len(f.tags))
-	for tag := range f.tags {
-		tags = append(tags, tag)
+	defer f.mu.RUnlock()
+	tags, err := f.store.KeysFrom(keyTagBase, from, n)
+	if err != nil {
+		panic("cluster: cannot read the state machine: " + err.Error())
 	}
-	f.mu.RUnlock()
-	sort.Strings(tags)
-	ix.tags = tags
 	return tags
+}
+
+// maxCursors is how many SCAN cursors a node remembers.
+const maxCursors = 1024
+
+// scanCursors is the last maxCursors cursors given out, each with the tag
+// its page ended at.
+type scanCursors struct {
+	mu    sync.Mutex
+	last  map[uint64]string
+	order []uint64 // a ring, oldest at next
+	next  int
+}
+
+// ended is the tag cursor's page ended at; false for 0 and for a cursor
+// forgotten or never given out.
+func (cs *scanCursors) ended(cursor uint64) (string, bool) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	tag, ok := cs.last[cursor]
+	return tag, ok
+}
+
+// remember gives out a new cursor for a page that ended at tag.
+func (cs *scanCursors) remember(tag string) uint64 {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	var cursor uint64
+	for _, used := cs.last[cursor]; cursor == 0 || used; _, used = cs.last[cursor] {
+		var b [8]byte
+		rand.Read(b[:])
+		cursor = binary.BigEndian.Uint64(b[:]) >> 1 // Redis cursors are read as signed by some clients
+	}
+	if len(cs.order) < maxCursors {
+		cs.order = append(cs.order, cursor)
+	} else {
+		delete(cs.last, cs.order[cs.next])
+		cs.order[cs.next] = cursor
+		cs.next = (cs.next + 1) % maxCursors
+	}
+	cs.last[cursor] = tag
+	return cursor
+}
+
+// scanCursorsOf holds each state machine's cursors without keeping the
+// state machine alive: it lives here rather than in a field so that it
+// stays out of cluster.go and fsm.go.
+var scanCursorsOf sync.Map // weak.Pointer[fsm] -> *scanCursors
+
+func cursorsOf(f *fsm) *scanCursors {
+	key := weak.Make(f)
+	if cs, ok := scanCursorsOf.Load(key); ok {
+		return cs.(*scanCursors)
+	}
+	cs, loaded := scanCursorsOf.LoadOrStore(key, &scanCursors{last: map[uint64]string{}})
+	if !loaded {
+		runtime.AddCleanup(f, func(k weak.Pointer[fsm]) { scanCursorsOf.Delete(k) }, key)
+	}
+	return cs.(*scanCursors)
 }

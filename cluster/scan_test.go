@@ -17,7 +17,7 @@ func TestScanTagsPagesInOrderWithoutSkips(t *testing.T) {
 	for i := range 25 {
 		alloc(uint64(i+1), fmt.Sprintf("t%02d", i*2)) // t00, t02, ... t48
 	}
-	if next, tags := c.ScanTags(0, 0); next != 1 || len(tags) != 1 || tags[0] != "t00" {
+	if next, tags := c.ScanTags(0, 0); next == 0 || len(tags) != 1 || tags[0] != "t00" {
 		t.Fatalf("count 0: %d %v", next, tags)
 	}
 	seen := map[string]int{}
@@ -45,7 +45,19 @@ func TestScanTagsPagesInOrderWithoutSkips(t *testing.T) {
 	if len(order) > 27 {
 		t.Fatalf("more than one repeat: %v", order)
 	}
-	if next, tags := c.ScanTags(1000, 10); next != 0 || tags != nil {
-		t.Fatalf("past the end: %d %v", next, tags)
+	if next, tags := c.ScanTags(cursor, 10); next != 0 || len(tags) == 0 || tags[len(tags)-1] != "t48" {
+		t.Fatalf("the last page again: %d %v", next, tags)
+	}
+	// A cursor the node does not know (of another process, or older than
+	// the last maxCursors) starts the scan over.
+	first, _ := c.ScanTags(0, 1)
+	if next, tags := c.ScanTags(first, 1); len(tags) != 1 || tags[0] != "t01" || next == 0 {
+		t.Fatalf("the page after t00: %d %v", next, tags)
+	}
+	for range maxCursors {
+		c.ScanTags(0, 1)
+	}
+	if _, tags := c.ScanTags(first, 1); len(tags) != 1 || tags[0] != "t00" {
+		t.Fatalf("a forgotten cursor: %v, want the scan over from t00", tags)
 	}
 }

@@ -1,5 +1,6 @@
-// Package persist keeps the few keys that must survive a crash in Pebble:
-// the node identity, the ID layout, and the snowflake high-water mark.
+// Package persist keeps what must survive a crash in Pebble: the node
+// identity, the ID layout, the snowflake high-water mark, and the state
+// machine's keys (cluster package), which it reads, scans and snapshots.
 //
 // Durability is in the method names: Set may be lost by a crash (of the
 // process, not only the machine), SetSync is on disk when it returns.
@@ -19,6 +20,7 @@ import (
 	"syscall"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 )
 
 // Errors returned by the store.
@@ -97,7 +99,17 @@ func Open(dir string) (*Store, error) {
 		return nil, fmt.Errorf("%w: %d MiB free on the file system of %s, below the %d MiB kept in reserve: free some space and start again (nothing was changed)",
 			ErrDiskFull, free>>20, dir, reserve>>20)
 	}
-	db, err := pebble.Open(filepath.Join(dir, "pebble"), &pebble.Options{Logger: quietLogger{}})
+	// Tags are read one key at a time, and a new tag is a key that is not
+	// there: Bloom filters answer that without reading the tables' blocks;
+	// the block cache is 32 MiB (Pebble's default is 8), for the index
+	// blocks of many tags.
+	cache := pebble.NewCache(32 << 20)
+	defer cache.Unref()
+	opts := &pebble.Options{Logger: quietLogger{}, Cache: cache}
+	for i := range opts.Levels {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	db, err := pebble.Open(filepath.Join(dir, "pebble"), opts)
 	if err != nil {
 		lock.Close()
 		return nil, fmt.Errorf("open pebble in %s: %w", dir, err)
@@ -327,19 +339,92 @@ func (b *Batch) CommitSync() error {
 	return b.b.Commit(pebble.Sync)
 }
 
+// Len is the size of the batch's writes, in bytes.
+func (b *Batch) Len() int { return b.b.Len() }
+
 // Scan calls fn for each key that starts with prefix, in key order.
 func (s *Store) Scan(prefix string, fn func(key string, value []byte) error) error {
+	return scan(s.db, prefix, "", fn)
+}
+
+// KeysFrom is up to n keys that start with prefix and sort at or after
+// prefix+from, in key order, prefix removed.
+func (s *Store) KeysFrom(prefix, from string, n int) ([]string, error) {
+	var keys []string
+	err := scan(s.db, prefix, from, func(k string, _ []byte) error {
+		if len(keys) == n {
+			return errEnough
+		}
+		keys = append(keys, k[len(prefix):])
+		return nil
+	})
+	if errors.Is(err, errEnough) {
+		err = nil
+	}
+	return keys, err
+}
+
+// Count is the number of keys that start with prefix.
+func (s *Store) Count(prefix string) (int, error) {
+	n := 0
+	err := scan(s.db, prefix, "", func(string, []byte) error { n++; return nil })
+	return n, err
+}
+
+// errEnough ends a scan early.
+var errEnough = errors.New("enough")
+
+// scan calls fn for each key of r that starts with prefix and sorts at or
+// after prefix+from, in key order.
+func scan(r pebble.Reader, prefix, from string, fn func(key string, value []byte) error) error {
 	end := []byte(prefix)
 	end[len(end)-1]++
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte(prefix), UpperBound: end})
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: []byte(prefix), UpperBound: end})
 	if err != nil {
 		return err
 	}
 	defer it.Close()
-	for it.First(); it.Valid(); it.Next() {
-		if err := fn(string(it.Key()), it.Value()); err != nil {
+	valid := it.First()
+	if from != "" {
+		valid = it.SeekGE([]byte(prefix + from))
+	}
+	for ; valid; valid = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return err
+		}
+		if err := fn(string(it.Key()), v); err != nil {
 			return err
 		}
 	}
 	return it.Error()
 }
+
+// Snapshot is the store as it was at one moment, read while writes go on.
+// It pins the files it reads until Close.
+type Snapshot struct{ snap *pebble.Snapshot }
+
+// Snapshot takes a Snapshot of the store now.
+func (s *Store) Snapshot() *Snapshot { return &Snapshot{snap: s.db.NewSnapshot()} }
+
+// Get returns the value of key in the snapshot, with ok false when there is none.
+func (p *Snapshot) Get(key string) (value []byte, ok bool, err error) {
+	v, closer, err := p.snap.Get([]byte(key))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	defer closer.Close()
+	return append([]byte(nil), v...), true, nil
+}
+
+// Scan calls fn for each key of the snapshot that starts with prefix, in
+// key order. The value is valid only during the call.
+func (p *Snapshot) Scan(prefix string, fn func(key string, value []byte) error) error {
+	return scan(p.snap, prefix, "", fn)
+}
+
+// Close releases the snapshot.
+func (p *Snapshot) Close() error { return p.snap.Close() }

@@ -1,0 +1,362 @@
+package cluster
+
+// Raft snapshots of the state machine, streamed both ways. A snapshot is
+// written from a Pebble snapshot, without the state machine's lock, in the
+// JSON shape of snapshotJSON (tagjson.go), which every build reads: the
+// meta, then "tags" in key order, then "tag_bytes" for names that are not
+// UTF-8. A restore reads it a tag at a time and writes it in batches of at
+// most restoreBatchBytes: the first batch removes the state machine's keys
+// (meta included), the last writes the meta, synced. A restore cut between
+// them leaves a store with no meta, whose applied index is 0: Raft's
+// snapshot is above it, and the next start restores it again
+// (restoreOnStart).
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"unicode/utf8"
+
+	"github.com/hashicorp/raft"
+
+	"idserver/persist"
+)
+
+// restoreBatchBytes bounds the writes of one batch of a restore (a batch
+// of one tag larger than it excepted).
+var restoreBatchBytes = 4 << 20
+
+// restoreCommitted, when set, is called after each batch of a restore but
+// the last is committed, with the batch's number from 1; an error stops the
+// restore there (tests cut restores with it).
+var restoreCommitted func(batch int) error
+
+// Snapshot implements raft.FSM: a Pebble snapshot taken now, written out
+// later. The lock is held only to take it, so that it never sees a
+// restore half done.
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return &fsmSnapshot{snap: f.store.Snapshot()}, nil
+}
+
+// fsmSnapshot is a state to write: a Pebble snapshot, read only by Persist.
+type fsmSnapshot struct {
+	snap *persist.Snapshot
+}
+
+// Persist writes the snapshot to sink, as JSON.
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	w := bufio.NewWriterSize(sink, 256<<10)
+	err := writeState(w, s.snap)
+	if err == nil {
+		err = w.Flush()
+	}
+	if err != nil {
+		sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+// Release closes the Pebble snapshot.
+func (s *fsmSnapshot) Release() {
+	if s.snap != nil {
+		s.snap.Close()
+		s.snap = nil
+	}
+}
+
+// stateJSON is the whole state as a snapshot holds it, in one buffer (a
+// backup's image).
+func (f *fsm) stateJSON() ([]byte, error) {
+	snap, err := f.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	defer snap.Release()
+	var buf bytes.Buffer
+	err = writeState(&buf, snap.(*fsmSnapshot).snap)
+	return buf.Bytes(), err
+}
+
+// writeState writes the state in snap as snapshotJSON.
+func writeState(w io.Writer, snap *persist.Snapshot) error {
+	m := meta{Members: map[string]*member{}, Workers: map[int64]*workerState{}}
+	if v, ok, err := snap.Get(keyState); err != nil {
+		return err
+	} else if ok {
+		if err := json.Unmarshal(v, &m); err != nil {
+			return fmt.Errorf("%w: %s: %v", persist.ErrCorrupt, keyState, err)
+		}
+	}
+	mb, err := json.Marshal(&m)
+	if err != nil {
+		return err
+	}
+	var ew errWriter
+	ew.w = w
+	ew.write([]byte(`{"meta":`))
+	ew.write(mb)
+	ew.write([]byte(`,"tags":{`))
+	// writeTags writes the tags whose names are UTF-8 (or those that are
+	// not, keyed by their base64) as members of an object.
+	writeTags := func(utf bool) (int, error) {
+		n := 0
+		err := snap.Scan(keyTagBase, func(k string, v []byte) error {
+			name := k[len(keyTagBase):]
+			if utf8.ValidString(name) != utf {
+				return nil
+			}
+			if !utf {
+				name = base64.StdEncoding.EncodeToString([]byte(name))
+			}
+			if n > 0 {
+				ew.write([]byte{','})
+			}
+			n++
+			key, _ := json.Marshal(name)
+			ew.write(key)
+			ew.write([]byte{':'})
+			if len(v) > 0 && v[0] == 0xff {
+				ew.write(v[1:]) // the tag's JSON as encodeTag wrote it
+			} else {
+				t, err := decodeTag(v)
+				if err != nil {
+					return fmt.Errorf("%w: %s: %v", persist.ErrCorrupt, k, err)
+				}
+				b, _ := json.Marshal(t)
+				ew.write(b)
+			}
+			return ew.err
+		})
+		return n, err
+	}
+	if _, err := writeTags(true); err != nil {
+		return err
+	}
+	ew.write([]byte{'}'})
+	var others bytes.Buffer // the names not UTF-8: few, if any
+	if err := func() error {
+		saved := ew.w
+		ew.w = &others
+		defer func() { ew.w = saved }()
+		_, err := writeTags(false)
+		return err
+	}(); err != nil {
+		return err
+	}
+	if others.Len() > 0 {
+		ew.write([]byte(`,"tag_bytes":{`))
+		ew.write(others.Bytes())
+		ew.write([]byte{'}'})
+	}
+	ew.write([]byte{'}'})
+	return ew.err
+}
+
+// errWriter keeps the first error of its writes.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) write(b []byte) {
+	if e.err == nil {
+		_, e.err = e.w.Write(b)
+	}
+}
+
+// Restore implements raft.FSM: the store's state machine keys are replaced
+// by the snapshot's, read and written in bounded batches. The lock is held
+// throughout: no reader sees a state half restored.
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	f.restoreMu.Lock()
+	defer f.restoreMu.Unlock()
+	f.mu.Lock()
+	m, started, err := f.restoreStream(bufio.NewReaderSize(rc, 256<<10))
+	switch {
+	case err == nil:
+		f.meta = m
+	case started:
+		// The store holds part of the snapshot and no meta: so does the
+		// state in memory, which a rerun of the restore replaces.
+		f.reset()
+		f.meta.TagCount, _ = f.store.Count(keyTagBase)
+	}
+	f.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("restore of a snapshot: %w", err)
+	}
+	f.publish(m.Applied, &changes{members: true})
+	return nil
+}
+
+// restoreStream writes the snapshot r holds into the store; started says
+// whether it changed the store.
+func (f *fsm) restoreStream(r io.Reader) (_ meta, started bool, _ error) {
+	m := meta{}
+	dec := json.NewDecoder(r)
+	if err := expectDelim(dec, '{'); err != nil {
+		return m, false, err
+	}
+	b := f.store.NewBatch()
+	b.DeletePrefix(fsmPrefix)
+	batches, count, inBatch := 0, 0, 0
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return m, started, err
+		}
+		switch tok {
+		case "meta":
+			if err := dec.Decode(&m); err != nil {
+				return m, started, fmt.Errorf("meta: %w", err)
+			}
+		case "tags", "tag_bytes":
+			if err := readTags(dec, tok == "tag_bytes", func(name string, t tagState) error {
+				key, v := keyTagBase+name, encodeTag(t)
+				count++
+				if inBatch == 0 || b.Len()+len(key)+len(v) <= restoreBatchBytes {
+					b.Set(key, v)
+					inBatch++
+					return nil
+				}
+				if err := b.Commit(); err != nil {
+					return err
+				}
+				started = true
+				batches++
+				b, inBatch = f.store.NewBatch(), 1
+				b.Set(key, v)
+				if restoreCommitted != nil {
+					return restoreCommitted(batches)
+				}
+				return nil
+			}); err != nil {
+				return m, started, fmt.Errorf("%s: %w", tok, err)
+			}
+		default:
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return m, started, err
+			}
+		}
+	}
+	if err := expectDelim(dec, '}'); err != nil {
+		return m, started, err
+	}
+	if m.Members == nil {
+		m.Members = map[string]*member{}
+	}
+	if m.Workers == nil {
+		m.Workers = map[int64]*workerState{}
+	}
+	m.TagCount = count
+	mb, _ := json.Marshal(&m)
+	b.Set(keyState, mb)
+	if err := b.CommitSync(); err != nil {
+		return m, started, err
+	}
+	return m, true, nil
+}
+
+// readTags reads an object of tags (null for none), calling fn for each;
+// with bytes, the keys are the base64 of the names.
+func readTags(dec *json.Decoder, bytes bool, fn func(string, tagState) error) error {
+	tok, err := dec.Token()
+	if err != nil || tok == nil {
+		return err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return fmt.Errorf("want an object, have %v", tok)
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		name, _ := tok.(string)
+		if bytes {
+			b, err := base64.StdEncoding.DecodeString(name)
+			if err != nil {
+				return fmt.Errorf("key %q: %v", name, err)
+			}
+			name = string(b)
+		}
+		var t tagState
+		if err := dec.Decode(&t); err != nil {
+			return fmt.Errorf("tag %q: %w", name, err)
+		}
+		if err := fn(name, t); err != nil {
+			return err
+		}
+	}
+	return expectDelim(dec, '}')
+}
+
+func expectDelim(dec *json.Decoder, want json.Delim) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != want {
+		return fmt.Errorf("want %q, have %v", want, tok)
+	}
+	return nil
+}
+
+// restoreOnStart brings the state machine up to Raft's newest snapshot
+// when the store has applied less (a restore cut short, a store that lags
+// Raft's log): Raft restores no snapshot at start
+// (NoSnapshotRestoreOnStart) and replays its log from the newest
+// snapshot's index on. The entries between are applied from the log when
+// it holds them all; otherwise the snapshot is restored.
+func restoreOnStart(f *fsm, snaps raft.SnapshotStore, logs raft.LogStore) error {
+	list, err := snaps.List()
+	if err != nil || len(list) == 0 {
+		return err
+	}
+	snap := list[0]
+	if snap.Index <= f.applied() {
+		return nil
+	}
+	if replayed(f, logs, snap.Index) {
+		return nil
+	}
+	_, rc, err := snaps.Open(snap.ID)
+	if err != nil {
+		return fmt.Errorf("%w: raft snapshot %s (index %d, above the %d the state machine applied): %v",
+			persist.ErrDamaged, snap.ID, snap.Index, f.applied(), err)
+	}
+	if err := f.Restore(rc); err != nil {
+		return err
+	}
+	// The snapshot holds every entry up to its index; those after the
+	// last command (elections' no-ops, configurations) change nothing.
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.meta.Applied >= snap.Index {
+		return nil
+	}
+	f.meta.Applied = snap.Index
+	m, _ := json.Marshal(&f.meta)
+	return f.store.SetSync(keyState, m)
+}
+
+// replayed applies the entries of logs after what f applied, up to to,
+// and says whether the log held them all.
+func replayed(f *fsm, logs raft.LogStore, to uint64) bool {
+	for i := f.applied() + 1; i <= to; i++ {
+		var l raft.Log
+		if err := logs.GetLog(i, &l); err != nil {
+			return false
+		}
+		f.Apply(&l)
+	}
+	return true
+}

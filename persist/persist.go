@@ -169,8 +169,12 @@ func (s *Store) Close() error {
 }
 
 // Get returns the value of key, with ok false when there is none.
-func (s *Store) Get(key string) (value []byte, ok bool, err error) {
-	v, closer, err := s.db.Get([]byte(key))
+func (s *Store) Get(key string) (value []byte, ok bool, err error) { return get(s.db, key) }
+
+// get reads key from r (the store or a snapshot of it), a copy of its
+// value, with ok false when there is none.
+func get(r pebble.Reader, key string) (value []byte, ok bool, err error) {
+	v, closer, err := r.Get([]byte(key))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, false, nil
 	}
@@ -408,17 +412,7 @@ type Snapshot struct{ snap *pebble.Snapshot }
 func (s *Store) Snapshot() *Snapshot { return &Snapshot{snap: s.db.NewSnapshot()} }
 
 // Get returns the value of key in the snapshot, with ok false when there is none.
-func (p *Snapshot) Get(key string) (value []byte, ok bool, err error) {
-	v, closer, err := p.snap.Get([]byte(key))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	defer closer.Close()
-	return append([]byte(nil), v...), true, nil
-}
+func (p *Snapshot) Get(key string) (value []byte, ok bool, err error) { return get(p.snap, key) }
 
 // Scan calls fn for each key of the snapshot that starts with prefix, in
 // key order. The value is valid only during the call.

@@ -55,6 +55,18 @@ type SegmentSource interface {
 // MaxSegmentStep is the largest segment a buffer asks for at once.
 const MaxSegmentStep = 1_000_000
 
+// IdleBuffer is how long a tag's buffer outlives the last value handed out
+// of it (RunIdleDrop): an idle tag is its high-water in the cluster's state
+// and nothing more on this node. A buffer is dropped between IdleBuffer and
+// 1.5 x IdleBuffer after its last value, the next request on the tag makes
+// a new one (and waits for its first segment), and what the current and
+// spare segments still held is a gap.
+const IdleBuffer = time.Minute
+
+// idleSweeps is how many sweeps, IdleBuffer/idleSweeps apart, find a buffer
+// unused before it is dropped.
+const idleSweeps = 2
+
 // Segments serves per-tag values from local double buffers: the current
 // segment and a spare fetched in the background once the current one is
 // about 10% used, so a request almost never waits for the source.
@@ -95,6 +107,7 @@ type segmentBuffer struct {
 	curSince  time.Time // when cur was put in use
 	curSize   int64
 	refills   int64
+	idle      uint8 // sweeps since a value was last handed out (SweepIdle)
 }
 
 // NewSegments serves tags from src; minStep is --segment-step.
@@ -267,6 +280,7 @@ func (s *Segments) take(tag string, b *segmentBuffer, n int64) (first, last int6
 	first = b.cur.next
 	b.cur.next += n
 	b.issued = first + n - 1
+	b.idle = 0
 	if b.refilling == nil && b.spare.left() <= 0 && b.curSize > 0 &&
 		b.curSize-b.cur.left() >= b.curSize/10 {
 		s.startRefill(tag, b)
@@ -302,6 +316,7 @@ func (s *Segments) direct(ctx context.Context, tag string, b *segmentBuffer, n i
 			}
 			b.high = max(b.high, last)
 			b.issued = last
+			b.idle = 0
 			return first, last, nil
 		}
 	}
@@ -368,12 +383,14 @@ func (s *Segments) Stop(err error) {
 // Fence drops every value of tag this node holds but has not handed out,
 // and every allocation asked for and not yet arrived, so that from now on
 // it hands out only values the source allocates after this call. It
-// returns the largest value handed to a caller (0 if none): a SET may then
-// lower the tag to anything at or above the largest such value of every
-// node (values reserved but never issued do not count: docs/commands.md,
-// SET).
+// returns what Issued returns: a SET may then lower the tag to anything at
+// or above the largest value every node handed out (values reserved but
+// never issued do not count: docs/commands.md, SET).
 func (s *Segments) Fence(tag string) (issued int64) {
-	b := s.buffer(tag)
+	b := s.held(tag)
+	if b == nil {
+		return 0
+	}
 	b.mu.Lock()
 	b.cur, b.spare = span{1, 0}, span{1, 0}
 	b.gen++
@@ -384,9 +401,16 @@ func (s *Segments) Fence(tag string) (issued int64) {
 	return issued
 }
 
-// Issued returns the largest value of tag handed to a caller (0 if none),
-// dropping nothing: a SET asks it first, so that a SET refused (below a
-// value issued) leaves the buffers as they were.
+// Issued returns the largest value of tag that this node's buffer of the
+// tag handed to a caller, dropping nothing: a SET asks it first, so that a
+// SET refused (below a value issued) leaves the buffers as they were.
+//
+// A value above 0 is above every value of the tag this process handed out:
+// a buffer hands out only values allocated after it was made, which lie
+// above every value handed out before (a SET never lowers a tag below
+// one). 0 vouches for nothing: the tag has no buffer (never had one, or it
+// was dropped idle, RunIdleDrop) or its buffer has handed out nothing yet,
+// and every value this node was allocated of the tag may have been issued.
 func (s *Segments) Issued(tag string) int64 {
 	s.mu.RLock()
 	b := s.tags[tag]
@@ -397,6 +421,84 @@ func (s *Segments) Issued(tag string) int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.issued
+}
+
+// held is tag's buffer, held as buffer holds it, or nil when the tag has
+// none (a fence makes none).
+func (s *Segments) held(tag string) *segmentBuffer {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	b := s.tags[tag]
+	if b != nil {
+		b.users.Add(1)
+	}
+	return b
+}
+
+// RunIdleDrop sweeps the buffers every IdleBuffer/2 until ctx ends
+// (SweepIdle), so that a tag that is not issued from keeps no buffer.
+func (s *Segments) RunIdleDrop(ctx context.Context) {
+	t := time.NewTicker(IdleBuffer / idleSweeps)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.SweepIdle()
+		}
+	}
+}
+
+// SweepIdle drops every buffer that handed out no value since the sweep
+// before the last one, with no caller holding it and no allocation in
+// flight, and returns how many it dropped. Its values left are a gap; the
+// node no longer knows what it handed out of the tag (Issued).
+func (s *Segments) SweepIdle() (dropped int) {
+	type idleBuffer struct {
+		tag string
+		b   *segmentBuffer
+	}
+	var idle []idleBuffer
+	s.mu.RLock()
+	for tag, b := range s.tags {
+		b.mu.Lock()
+		if b.idle < idleSweeps {
+			b.idle++
+		}
+		if b.idle >= idleSweeps && b.refilling == nil {
+			idle = append(idle, idleBuffer{tag, b})
+		}
+		b.mu.Unlock()
+	}
+	s.mu.RUnlock()
+	if len(idle) == 0 {
+		return 0
+	}
+	// buffer takes its hold under s.mu: with s.mu held here, a buffer no
+	// one holds stays unheld until it is gone from the map.
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range idle {
+		if s.tags[c.tag] != c.b || c.b.users.Load() != 0 {
+			continue
+		}
+		c.b.mu.Lock()
+		drop := c.b.idle >= idleSweeps && c.b.refilling == nil
+		c.b.mu.Unlock()
+		if drop {
+			delete(s.tags, c.tag)
+			dropped++
+		}
+	}
+	return dropped
+}
+
+// Buffers is the number of tags with a buffer on this node.
+func (s *Segments) Buffers() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.tags)
 }
 
 // SegmentStatus is one tag's buffer, for INFO.

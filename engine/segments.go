@@ -52,6 +52,19 @@ type SegmentSource interface {
 	Allocate(ctx context.Context, tag string, n int64) (first, last int64, err error)
 }
 
+// Allocation is one tag's outcome in a BatchSource's answer.
+type Allocation struct {
+	First, Last int64
+	Err         error
+}
+
+// BatchSource is a SegmentSource that also allocates for several tags at
+// once: n[i] values of tags[i], one Allocation each, in order, each with
+// its own outcome.
+type BatchSource interface {
+	AllocateEach(ctx context.Context, tags []string, n []int64) []Allocation
+}
+
 // MaxSegmentStep is the largest segment a buffer asks for at once.
 const MaxSegmentStep = 1_000_000
 
@@ -351,19 +364,87 @@ func (s *Segments) startRefill(tag string, b *segmentBuffer) {
 		ctx, cancel := context.WithTimeout(s.fillCtx, s.wait)
 		first, last, err := s.src.Allocate(ctx, tag, step)
 		cancel()
+		s.landRefill(b, gen, done, first, last, err)
+	}()
+}
+
+// landRefill ends the refill done of b, asked for at gen, with its
+// outcome. The caller does not hold b.mu.
+func (s *Segments) landRefill(b *segmentBuffer, gen uint64, done chan struct{}, first, last int64, err error) {
+	b.mu.Lock()
+	b.refills++
+	b.refillErr = err
+	// A segment from before a direct allocation lies below what this
+	// node already handed out, and one asked for before a Fence may lie
+	// below a SET that lowered the tag: drop either, a gap.
+	if err == nil && gen == b.gen && first > b.high {
+		b.spare = span{first, last}
+		b.high = last
+	}
+	b.refilling = nil
+	b.mu.Unlock()
+	close(done)
+}
+
+// Buffered reports whether tag has a buffer on this node: values, or an
+// allocation on the way.
+func (s *Segments) Buffered(tag string) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.tags[tag] != nil
+}
+
+// Prefetch starts the first segment of each of tags that holds no values
+// and has no allocation in flight, and returns without waiting: with a
+// BatchSource, all of them in one call (one log entry, one request to the
+// leader), so that a pipeline of many new tags costs a few allocation
+// rounds instead of one each. The requests for those tags then find their
+// segment arriving, as after a prefetch of a spare.
+func (s *Segments) Prefetch(tags []string) {
+	if s.stopped.Load() != nil {
+		return
+	}
+	batch, isBatch := s.src.(BatchSource)
+	type fill struct {
+		b    *segmentBuffer
+		gen  uint64
+		done chan struct{}
+	}
+	var fills []fill
+	var fillTags []string
+	var steps []int64
+	for _, tag := range tags {
+		b := s.buffer(tag)
 		b.mu.Lock()
-		b.refills++
-		b.refillErr = err
-		// A segment from before a direct allocation lies below what this
-		// node already handed out, and one asked for before a Fence may lie
-		// below a SET that lowered the tag: drop either, a gap.
-		if err == nil && gen == b.gen && first > b.high {
-			b.spare = span{first, last}
-			b.high = last
+		if b.refilling == nil && b.cur.left() <= 0 && b.spare.left() <= 0 {
+			if isBatch {
+				done := make(chan struct{})
+				b.refilling = done
+				fills = append(fills, fill{b, b.gen, done})
+				fillTags, steps = append(fillTags, tag), append(steps, b.step)
+			} else {
+				s.startRefill(tag, b)
+			}
 		}
-		b.refilling = nil
 		b.mu.Unlock()
-		close(done)
+		s.release(tag, b, false)
+	}
+	if len(fills) == 0 {
+		return
+	}
+	s.refills.Add(1)
+	go func() {
+		defer s.refills.Done()
+		ctx, cancel := context.WithTimeout(s.fillCtx, s.wait)
+		got := batch.AllocateEach(ctx, fillTags, steps)
+		cancel()
+		for i, f := range fills {
+			a := Allocation{Err: &NoLeaderError{Cause: ErrRefillLate, Detail: "a batch allocation lost its answer"}}
+			if len(got) == len(fills) {
+				a = got[i]
+			}
+			s.landRefill(f.b, f.gen, f.done, a.First, a.Last, a.Err)
+		}
 	}()
 }
 

@@ -623,3 +623,58 @@ func waitRefills(t *testing.T, s *Segments) {
 	t.Helper()
 	within(t, 5*time.Second, "the refills", s.refills.Wait)
 }
+
+// batchSource is a counterSource that also allocates for several tags in
+// one call, and counts those calls.
+type batchSource struct {
+	counterSource
+	batches atomic.Int32
+}
+
+func (b *batchSource) AllocateEach(ctx context.Context, tags []string, n []int64) []Allocation {
+	b.batches.Add(1)
+	out := make([]Allocation, len(tags))
+	for i, tag := range tags {
+		out[i].First, out[i].Last, out[i].Err = b.counterSource.Allocate(ctx, tag, n[i])
+	}
+	return out
+}
+
+// TestPrefetchAllocatesNewTagsTogether: the first segments of many new tags
+// come in one batch, and each tag's first value is served from it without
+// another call to the source; a tag that already holds values is not asked
+// for again.
+func TestPrefetchAllocatesNewTagsTogether(t *testing.T) {
+	src := &batchSource{}
+	s := NewSegments(src, 100, newFakeClock().Now)
+	defer s.Close()
+	ctx := context.Background()
+	if _, _, err := s.Next(ctx, "old", 1); err != nil {
+		t.Fatal(err)
+	}
+	waitRefills(t, s)
+	src.mu.Lock()
+	before := src.calls
+	src.mu.Unlock()
+	tags := []string{"old"}
+	for i := range 500 {
+		tags = append(tags, fmt.Sprintf("new%d", i), fmt.Sprintf("new%d", i)) // each twice
+	}
+	s.Prefetch(tags)
+	for _, tag := range tags[1:] {
+		if !s.Buffered(tag) {
+			t.Fatalf("%s has no buffer after Prefetch", tag)
+		}
+	}
+	for i := range 500 {
+		if _, _, err := s.NextRun(ctx, fmt.Sprintf("new%d", i), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src.mu.Lock()
+	calls := src.calls - before
+	src.mu.Unlock()
+	if got := src.batches.Load(); got != 1 || calls != 500 {
+		t.Fatalf("500 new tags: %d batches, %d segments allocated; want 1 batch of 500", got, calls)
+	}
+}

@@ -63,7 +63,7 @@ func (s *Server) dispatchRun(c *client, cn *connection, p *frameParser, def *com
 	}
 
 	if def.newTags && key != nil {
-		s.prefetchNewTags(p, def, key, rest[used:])
+		s.prefetchNewTags(cn, p, def, key, rest[used:])
 	}
 
 	c.cmd = def.index

@@ -130,21 +130,33 @@ const maxLookahead = 1024
 // stops at the first other frame: only a tag whose command comes next
 // after commands that run is asked for. Each command still runs in its
 // turn and waits for its own segment.
-func (s *Server) prefetchNewTags(p *frameParser, def *command, tag, rest []byte) {
+//
+// A lookahead that runs out of read commands before its bound (the rest
+// are still on their way) has the connection read more at once from then
+// on (readAheadSize), so that the next lookahead sees up to its bound.
+func (s *Server) prefetchNewTags(cn *connection, p *frameParser, def *command, tag, rest []byte) {
 	pf, ok := s.cfg.Segments.(segmentPrefetcher)
 	if !ok || s.cfg.EmulateCluster || len(tag) == 0 || len(tag) > MaxKeyLen || pf.Buffered(string(tag)) {
 		return
 	}
 	tags := []string{string(tag)}
-	for used, frames := 0, 0; frames < maxLookahead && used < len(rest) && rest[used] == '*'; frames++ {
+	used, frames := 0, 0
+	for ; frames < maxLookahead && used < len(rest) && rest[used] == '*'; frames++ {
 		args, size, err := p.parse(rest[used:], false)
-		if size == 0 || err != nil || len(args) != def.runArgs || !bytes.EqualFold(args[0], []byte(def.name)) {
+		if size == 0 && err == nil {
+			used = len(rest) // an incomplete frame: the rest is on its way
+			break
+		}
+		if err != nil || len(args) != def.runArgs || !bytes.EqualFold(args[0], []byte(def.name)) {
 			break
 		}
 		used += size
 		if len(args[1]) > 0 && len(args[1]) <= MaxKeyLen && !bytes.Equal(args[1], tag) {
 			tags = append(tags, string(args[1]))
 		}
+	}
+	if used == len(rest) && frames < maxLookahead && len(tags) > 1 {
+		cn.readAhead = true
 	}
 	pf.Prefetch(tags)
 }

@@ -120,7 +120,7 @@ type segmentBuffer struct {
 	curSince  time.Time // when cur was put in use
 	curSize   int64
 	refills   int64
-	idle      uint8 // sweeps since a value was last handed out (SweepIdle)
+	idle      atomic.Uint32 // sweeps since a value was last handed out (SweepIdle); not under mu
 }
 
 // NewSegments serves tags from src; minStep is --segment-step.
@@ -293,7 +293,9 @@ func (s *Segments) take(tag string, b *segmentBuffer, n int64) (first, last int6
 	first = b.cur.next
 	b.cur.next += n
 	b.issued = first + n - 1
-	b.idle = 0
+	if b.idle.Load() != 0 { // a load, no store, on the fast path
+		b.idle.Store(0)
+	}
 	if b.refilling == nil && b.spare.left() <= 0 && b.curSize > 0 &&
 		b.curSize-b.cur.left() >= b.curSize/10 {
 		s.startRefill(tag, b)
@@ -329,7 +331,7 @@ func (s *Segments) direct(ctx context.Context, tag string, b *segmentBuffer, n i
 			}
 			b.high = max(b.high, last)
 			b.issued = last
-			b.idle = 0
+			b.idle.Store(0)
 			return first, last, nil
 		}
 	}
@@ -534,7 +536,9 @@ func (s *Segments) RunIdleDrop(ctx context.Context) {
 // SweepIdle drops every buffer that handed out no value since the sweep
 // before the last one, with no caller holding it and no allocation in
 // flight, and returns how many it dropped. Its values left are a gap; the
-// node no longer knows what it handed out of the tag (Issued).
+// node no longer knows what it handed out of the tag (Issued). It holds
+// the lock on the set of buffers in short turns (sweepBatch buffers), not
+// for the whole sweep.
 func (s *Segments) SweepIdle() (dropped int) {
 	type idleBuffer struct {
 		tag string
@@ -543,37 +547,36 @@ func (s *Segments) SweepIdle() (dropped int) {
 	var idle []idleBuffer
 	s.mu.RLock()
 	for tag, b := range s.tags {
-		b.mu.Lock()
-		if b.idle < idleSweeps {
-			b.idle++
-		}
-		if b.idle >= idleSweeps && b.refilling == nil {
+		if b.idle.Add(1) >= idleSweeps {
 			idle = append(idle, idleBuffer{tag, b})
 		}
-		b.mu.Unlock()
 	}
 	s.mu.RUnlock()
-	if len(idle) == 0 {
-		return 0
-	}
-	// buffer takes its hold under s.mu: with s.mu held here, a buffer no
-	// one holds stays unheld until it is gone from the map.
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, c := range idle {
-		if s.tags[c.tag] != c.b || c.b.users.Load() != 0 {
-			continue
+	for len(idle) > 0 {
+		batch := idle[:min(len(idle), sweepBatch)]
+		idle = idle[len(batch):]
+		// buffer takes its hold under s.mu: with s.mu held here, a buffer
+		// no one holds stays unheld until it is gone from the map.
+		s.mu.Lock()
+		for _, c := range batch {
+			if s.tags[c.tag] != c.b || c.b.users.Load() != 0 || c.b.idle.Load() < idleSweeps {
+				continue
+			}
+			c.b.mu.Lock()
+			inFlight := c.b.refilling != nil
+			c.b.mu.Unlock()
+			if !inFlight {
+				delete(s.tags, c.tag)
+				dropped++
+			}
 		}
-		c.b.mu.Lock()
-		drop := c.b.idle >= idleSweeps && c.b.refilling == nil
-		c.b.mu.Unlock()
-		if drop {
-			delete(s.tags, c.tag)
-			dropped++
-		}
+		s.mu.Unlock()
 	}
 	return dropped
 }
+
+// sweepBatch is how many buffers SweepIdle drops per turn of the lock.
+const sweepBatch = 1024
 
 // Buffers is the number of tags with a buffer on this node.
 func (s *Segments) Buffers() int {

@@ -5,6 +5,8 @@ package cluster
 import (
 	"context"
 	"errors"
+
+	"idserver/engine"
 )
 
 // allocReq is one Allocate waiting for the group commit.
@@ -33,26 +35,60 @@ func (c *Cluster) Allocate(ctx context.Context, tag string, n int64) (int64, int
 }
 
 func (c *Cluster) allocate(ctx context.Context, tag string, n int64) (int64, int64, error) {
-	items := []allocItem{{Tag: tag, N: n, Node: c.cfg.NodeID, Boot: c.boot}}
+	results, err := c.allocateItems(ctx, []allocItem{{Tag: tag, N: n, Node: c.cfg.NodeID, Boot: c.boot}})
+	if err != nil {
+		return 0, 0, err
+	}
+	return results[0].First, results[0].Last, results[0].Err
+}
+
+// AllocateEach reserves n[i] contiguous values of each of tags[i], all in
+// one group commit on the leader (one request to it from elsewhere), each
+// with its own outcome. It asks again once, as Allocate does, when the
+// leader it asked no longer leads.
+func (c *Cluster) AllocateEach(ctx context.Context, tags []string, n []int64) []engine.Allocation {
+	items := make([]allocItem, len(tags))
+	for i, tag := range tags {
+		items[i] = allocItem{Tag: tag, N: n[i], Node: c.cfg.NodeID, Boot: c.boot}
+	}
+	_, before := c.raft.LeaderWithID()
+	results, err := c.allocateItems(ctx, items)
+	if errors.Is(err, ErrNoLeader) && c.nextLeader(ctx, before, 2*c.timing.Election) {
+		results, err = c.allocateItems(ctx, items)
+	}
+	out := make([]engine.Allocation, len(tags))
+	for i := range out {
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		out[i] = engine.Allocation{First: results[i].First, Last: results[i].Last, Err: results[i].Err}
+	}
+	return out
+}
+
+// allocateItems allocates items in one group commit: here on the leader,
+// or in one request to it. It has one result per item, or an error.
+func (c *Cluster) allocateItems(ctx context.Context, items []allocItem) ([]allocResult, error) {
 	var results []allocResult
 	if c.IsLeader() {
 		var err error
 		if results, err = c.allocLocal(ctx, items); err != nil {
-			return 0, 0, err
+			return nil, err
 		}
 	} else {
 		resp, err := c.toLeader(ctx, &request{Op: opAlloc, Node: c.cfg.NodeID, Boot: c.boot, Items: items})
 		if err != nil {
-			return 0, 0, err
+			return nil, err
 		}
 		for _, r := range resp.Results {
 			results = append(results, allocResult{First: r.First, Last: r.Last, Err: r.err()})
 		}
 	}
-	if len(results) != 1 {
-		return 0, 0, noLeader(ErrNotApplied, "allocation lost its answer")
+	if len(results) != len(items) {
+		return nil, noLeader(ErrNotApplied, "allocation lost its answer")
 	}
-	return results[0].First, results[0].Last, results[0].Err
+	return results, nil
 }
 
 // allocLocal queues items for the group commit on this node, the leader,

@@ -41,11 +41,13 @@ type Config struct {
 	Store         *persist.Store
 	Logger        *slog.Logger
 	// OnFence drops every value of tag this node buffers and every
-	// allocation of it in flight, and returns the largest value it handed
-	// out (engine.Segments.Fence): the first step of a SET.
+	// allocation of it in flight, and returns what OnIssued returns
+	// (engine.Segments.Fence): the first step of a SET.
 	OnFence func(tag string) (issued int64)
 	// OnIssued answers the largest value of tag this node handed out in
-	// this process, dropping nothing (a SET asks it before OnFence).
+	// this process, dropping nothing (a SET asks it before OnFence), or 0
+	// when the node vouches for nothing: every value it was allocated of
+	// the tag then counts as possibly issued (engine.Segments.Issued).
 	OnIssued func(tag string) (issued int64)
 	// Join says the node joins an existing cluster instead of bootstrapping
 	// its own when its directory is empty.

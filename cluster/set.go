@@ -48,7 +48,9 @@ func (c *Cluster) Set(ctx context.Context, tag string, v int64, cond string) (ol
 //  2. It reads the tag's state at some rev.
 //  3. It fences every member: each drops every buffered value of the tag
 //     and every allocation in flight, and answers the largest value it
-//     handed out in its process. From then on a member hands out only
+//     handed out in its process, or nothing it can vouch for (it keeps no
+//     record of the tag: its buffer was dropped idle), which counts as
+//     every value it was given. From then on a member hands out only
 //     values allocated after the fence.
 //  4. From the answers and what the state says each node was allocated, it
 //     bounds what may have been issued; v below that is refused.
@@ -63,7 +65,9 @@ func (c *Cluster) Set(ctx context.Context, tag string, v int64, cond string) (ol
 // restarted are each also in step 4's bound (a process's largest issued
 // value only grows, and a restart moves its values into Before), so a SET
 // refused there would be refused at step 4 too, after every buffer of the
-// tag was dropped. What only the fence can tell (that a node which
+// tag was dropped. So is all that a member which vouches for nothing was
+// given, unless it made a new buffer of the tag and issued from it between
+// the two steps: a refusal then is early, never unsafe. What only the fence can tell (that a node which
 // restarted since its last allocation issued nothing of it) is not used
 // to refuse at step 0. A SET that fails later leaves dropped values
 // behind: gaps, never repeats.
@@ -84,11 +88,15 @@ func (c *Cluster) setLocal(ctx context.Context, tag string, v int64, cond string
 	// dropped its buffers: ask them all first, and fail with nothing dropped
 	// (a SET retried while a member is down then costs the others nothing).
 	issued := map[string]int64{}
+	var untracked []string // members whose answer vouches for nothing (issuedLocal)
 	var mu sync.Mutex
 	if err := c.everyMember(ctx, fmt.Sprintf("SET %s %d (nothing changed)", tag, v), "answered", &request{Op: opIssued, Tag: tag},
 		func(node string, resp *response) {
 			mu.Lock()
 			issued[node] = resp.Value
+			if resp.Boot == 0 {
+				untracked = append(untracked, node)
+			}
 			mu.Unlock()
 		},
 		func(context.Context) (*response, error) { return c.issuedLocal(tag), nil }); err != nil {
@@ -106,6 +114,9 @@ func (c *Cluster) setLocal(ctx context.Context, tag string, v int64, cond string
 			return t.high(), existed, nil // a SET whose condition fails changes nothing, buffers included
 		}
 		if bound, who := t.issuedBefore(issued); bound > v && attempt == 1 {
+			return t.high(), existed, fmt.Errorf("%w: %s: %s", engine.ErrWouldGoBack, tag, who) // nothing dropped
+		}
+		if bound, who := untrackedBound(t, untracked); bound > v && attempt == 1 {
 			return t.high(), existed, fmt.Errorf("%w: %s: %s", engine.ErrWouldGoBack, tag, who) // nothing dropped
 		}
 		answers, err := c.fence(ctx, tag, fmt.Sprintf("SET %s %d (nothing committed)", tag, v))
@@ -136,6 +147,18 @@ func (c *Cluster) setLocal(ctx context.Context, tag string, v int64, cond string
 		}
 		return res.Old, res.Existed, c.confirm(ctx, index, fmt.Sprintf("SET %s %d (committed)", tag, v))
 	}
+}
+
+// untrackedBound is the most that members which vouch for nothing
+// (issuedLocal) were given of t, all of which they may have issued, and
+// who was given it.
+func untrackedBound(t tagState, untracked []string) (bound int64, who string) {
+	for _, node := range untracked {
+		if last := t.Nodes[node].Last; last > bound {
+			bound, who = last, fmt.Sprintf("node %s was given values up to %d and keeps no record of which it issued (it restarted, or dropped its idle buffer of the tag), so it may have issued them", node, last)
+		}
+	}
+	return bound, who
 }
 
 // hold makes allocations of tag on this leader wait until release is
@@ -195,18 +218,31 @@ func (c *Cluster) fence(ctx context.Context, tag, what string) (map[string]fence
 	return answers, err
 }
 
+// issuedLocal answers what this node handed out of tag, dropping nothing.
+// An answer of 0 vouches for nothing (the node keeps no record of the tag:
+// engine.Segments.Issued), so it goes without this process's boot: the
+// leader then counts every value the state says this node was allocated of
+// the tag as possibly issued, as it does for a node that restarted.
 func (c *Cluster) issuedLocal(tag string) *response {
-	r := &response{Boot: c.boot}
+	r := &response{}
 	if c.cfg.OnIssued != nil {
 		r.Value = c.cfg.OnIssued(tag)
+	}
+	if r.Value != 0 {
+		r.Boot = c.boot
 	}
 	return r
 }
 
+// fenceLocal drops what this node buffers of tag and answers as
+// issuedLocal does.
 func (c *Cluster) fenceLocal(tag string) *response {
-	r := &response{Boot: c.boot}
+	r := &response{}
 	if c.cfg.OnFence != nil {
 		r.Value = c.cfg.OnFence(tag)
+	}
+	if r.Value != 0 {
+		r.Boot = c.boot
 	}
 	return r
 }

@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -242,4 +243,73 @@ func TestSetLoweringUnderLoad(t *testing.T) {
 	}
 	t.Logf("%d values from 3 nodes, %d SETs (%d below the high-water, %d refused: a value above had been issued meanwhile), none twice, none at or below an acknowledged SET",
 		len(seen), sets, lowered, refused)
+}
+
+// TestSetAfterIdleDropNeverRepeats: a node whose buffer of a tag was
+// dropped idle keeps no record of what it issued from it, so a SET counts
+// everything the node was given of the tag as issued: a SET below it is
+// refused, and no value ever comes back. A SET above it succeeds.
+func TestSetAfterIdleDropNeverRepeats(t *testing.T) {
+	testproc.Long(t)
+	ctx := context.Background()
+	for _, size := range []int{1, 3} {
+		t.Run(fmt.Sprintf("%d nodes", size), func(t *testing.T) {
+			nodes := testcluster.New(t, size, nil)
+			l := nodes.WaitLeader(t)
+			n := l
+			if size > 1 {
+				n = nodes.Follower(t, l)
+			}
+			seen := testcluster.NewCollector()
+			var top int64
+			for range 5 {
+				v, err := n.Client.Do(ctx, "INCR", "k").Int64()
+				if err != nil {
+					t.Fatal(err)
+				}
+				seen.Add(t, "k", n.ID, v, v)
+				top = v
+			}
+			for range 2 {
+				n.Node.Segments.SweepIdle()
+			}
+			if b := n.Node.Segments.Buffers(); b != 0 {
+				t.Fatalf("%s holds %d buffers after two idle sweeps, want 0", n.ID, b)
+			}
+			given, err := l.Client.Do(ctx, "GET", "k").Int64()
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Below what the node was given: refused, naming it.
+			for _, via := range nodes {
+				err := via.Client.Do(ctx, "SET", "k", top-3).Err()
+				if err == nil || !strings.Contains(err.Error(), "values never go back") || !strings.Contains(err.Error(), n.ID) {
+					t.Errorf("SET k %d through %s, below the values %s was given (up to %d) and issued (up to %d): %v",
+						top-3, via.ID, n.ID, given, top, err)
+				}
+			}
+			for _, via := range nodes {
+				v, err := via.Client.Do(ctx, "INCR", "k").Int64()
+				if err != nil {
+					t.Fatal(err)
+				}
+				seen.Add(t, "k", via.ID, v, v)
+			}
+			// At what it was given: every node goes on above it.
+			high, err := l.Client.Do(ctx, "GET", "k").Int64()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := n.Client.Do(ctx, "SET", "k", high).Err(); err != nil {
+				t.Fatalf("SET k %d, the high-water: %v", high, err)
+			}
+			for _, via := range nodes {
+				v, err := via.Client.Do(ctx, "INCR", "k").Int64()
+				if err != nil || v <= high {
+					t.Fatalf("INCR k through %s after SET k %d: %d %v", via.ID, high, v, err)
+				}
+				seen.Add(t, "k", via.ID, v, v)
+			}
+		})
+	}
 }

@@ -52,8 +52,33 @@ type SegmentSource interface {
 	Allocate(ctx context.Context, tag string, n int64) (first, last int64, err error)
 }
 
+// Allocation is one tag's outcome in a BatchSource's answer.
+type Allocation struct {
+	First, Last int64
+	Err         error
+}
+
+// BatchSource is a SegmentSource that also allocates for several tags at
+// once: n[i] values of tags[i], one Allocation each, in order, each with
+// its own outcome.
+type BatchSource interface {
+	AllocateEach(ctx context.Context, tags []string, n []int64) []Allocation
+}
+
 // MaxSegmentStep is the largest segment a buffer asks for at once.
 const MaxSegmentStep = 1_000_000
+
+// IdleBuffer is how long a tag's buffer outlives the last value handed out
+// of it (RunIdleDrop): an idle tag is its high-water in the cluster's state
+// and nothing more on this node. A buffer is dropped between IdleBuffer and
+// 1.5 x IdleBuffer after its last value, the next request on the tag makes
+// a new one (and waits for its first segment), and what the current and
+// spare segments still held is a gap.
+const IdleBuffer = time.Minute
+
+// idleSweeps is how many sweeps, IdleBuffer/idleSweeps apart, find a buffer
+// unused before it is dropped.
+const idleSweeps = 2
 
 // Segments serves per-tag values from local double buffers: the current
 // segment and a spare fetched in the background once the current one is
@@ -95,6 +120,7 @@ type segmentBuffer struct {
 	curSince  time.Time // when cur was put in use
 	curSize   int64
 	refills   int64
+	idle      atomic.Uint32 // sweeps since a value was last handed out (SweepIdle); not under mu
 }
 
 // NewSegments serves tags from src; minStep is --segment-step.
@@ -267,6 +293,9 @@ func (s *Segments) take(tag string, b *segmentBuffer, n int64) (first, last int6
 	first = b.cur.next
 	b.cur.next += n
 	b.issued = first + n - 1
+	if b.idle.Load() != 0 { // a load, no store, on the fast path
+		b.idle.Store(0)
+	}
 	if b.refilling == nil && b.spare.left() <= 0 && b.curSize > 0 &&
 		b.curSize-b.cur.left() >= b.curSize/10 {
 		s.startRefill(tag, b)
@@ -302,6 +331,7 @@ func (s *Segments) direct(ctx context.Context, tag string, b *segmentBuffer, n i
 			}
 			b.high = max(b.high, last)
 			b.issued = last
+			b.idle.Store(0)
 			return first, last, nil
 		}
 	}
@@ -336,19 +366,87 @@ func (s *Segments) startRefill(tag string, b *segmentBuffer) {
 		ctx, cancel := context.WithTimeout(s.fillCtx, s.wait)
 		first, last, err := s.src.Allocate(ctx, tag, step)
 		cancel()
+		s.landRefill(b, gen, done, first, last, err)
+	}()
+}
+
+// landRefill ends the refill done of b, asked for at gen, with its
+// outcome. The caller does not hold b.mu.
+func (s *Segments) landRefill(b *segmentBuffer, gen uint64, done chan struct{}, first, last int64, err error) {
+	b.mu.Lock()
+	b.refills++
+	b.refillErr = err
+	// A segment from before a direct allocation lies below what this
+	// node already handed out, and one asked for before a Fence may lie
+	// below a SET that lowered the tag: drop either, a gap.
+	if err == nil && gen == b.gen && first > b.high {
+		b.spare = span{first, last}
+		b.high = last
+	}
+	b.refilling = nil
+	b.mu.Unlock()
+	close(done)
+}
+
+// Buffered reports whether tag has a buffer on this node: values, or an
+// allocation on the way.
+func (s *Segments) Buffered(tag string) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.tags[tag] != nil
+}
+
+// Prefetch starts the first segment of each of tags that holds no values
+// and has no allocation in flight, and returns without waiting: with a
+// BatchSource, all of them in one call (one log entry, one request to the
+// leader), so that a pipeline of many new tags costs a few allocation
+// rounds instead of one each. The requests for those tags then find their
+// segment arriving, as after a prefetch of a spare.
+func (s *Segments) Prefetch(tags []string) {
+	if s.stopped.Load() != nil {
+		return
+	}
+	batch, isBatch := s.src.(BatchSource)
+	type fill struct {
+		b    *segmentBuffer
+		gen  uint64
+		done chan struct{}
+	}
+	var fills []fill
+	var fillTags []string
+	var steps []int64
+	for _, tag := range tags {
+		b := s.buffer(tag)
 		b.mu.Lock()
-		b.refills++
-		b.refillErr = err
-		// A segment from before a direct allocation lies below what this
-		// node already handed out, and one asked for before a Fence may lie
-		// below a SET that lowered the tag: drop either, a gap.
-		if err == nil && gen == b.gen && first > b.high {
-			b.spare = span{first, last}
-			b.high = last
+		if b.refilling == nil && b.cur.left() <= 0 && b.spare.left() <= 0 {
+			if isBatch {
+				done := make(chan struct{})
+				b.refilling = done
+				fills = append(fills, fill{b, b.gen, done})
+				fillTags, steps = append(fillTags, tag), append(steps, b.step)
+			} else {
+				s.startRefill(tag, b)
+			}
 		}
-		b.refilling = nil
 		b.mu.Unlock()
-		close(done)
+		s.release(tag, b, false)
+	}
+	if len(fills) == 0 {
+		return
+	}
+	s.refills.Add(1)
+	go func() {
+		defer s.refills.Done()
+		ctx, cancel := context.WithTimeout(s.fillCtx, s.wait)
+		got := batch.AllocateEach(ctx, fillTags, steps)
+		cancel()
+		for i, f := range fills {
+			a := Allocation{Err: &NoLeaderError{Cause: ErrRefillLate, Detail: "a batch allocation lost its answer"}}
+			if len(got) == len(fills) {
+				a = got[i]
+			}
+			s.landRefill(f.b, f.gen, f.done, a.First, a.Last, a.Err)
+		}
 	}()
 }
 
@@ -368,12 +466,14 @@ func (s *Segments) Stop(err error) {
 // Fence drops every value of tag this node holds but has not handed out,
 // and every allocation asked for and not yet arrived, so that from now on
 // it hands out only values the source allocates after this call. It
-// returns the largest value handed to a caller (0 if none): a SET may then
-// lower the tag to anything at or above the largest such value of every
-// node (values reserved but never issued do not count: docs/commands.md,
-// SET).
+// returns what Issued returns: a SET may then lower the tag to anything at
+// or above the largest value every node handed out (values reserved but
+// never issued do not count: docs/commands.md, SET).
 func (s *Segments) Fence(tag string) (issued int64) {
-	b := s.buffer(tag)
+	b := s.held(tag)
+	if b == nil {
+		return 0
+	}
 	b.mu.Lock()
 	b.cur, b.spare = span{1, 0}, span{1, 0}
 	b.gen++
@@ -384,9 +484,16 @@ func (s *Segments) Fence(tag string) (issued int64) {
 	return issued
 }
 
-// Issued returns the largest value of tag handed to a caller (0 if none),
-// dropping nothing: a SET asks it first, so that a SET refused (below a
-// value issued) leaves the buffers as they were.
+// Issued returns the largest value of tag that this node's buffer of the
+// tag handed to a caller, dropping nothing: a SET asks it first, so that a
+// SET refused (below a value issued) leaves the buffers as they were.
+//
+// A value above 0 is above every value of the tag this process handed out:
+// a buffer hands out only values allocated after it was made, which lie
+// above every value handed out before (a SET never lowers a tag below
+// one). 0 vouches for nothing: the tag has no buffer (never had one, or it
+// was dropped idle, RunIdleDrop) or its buffer has handed out nothing yet,
+// and every value this node was allocated of the tag may have been issued.
 func (s *Segments) Issued(tag string) int64 {
 	s.mu.RLock()
 	b := s.tags[tag]
@@ -397,6 +504,85 @@ func (s *Segments) Issued(tag string) int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.issued
+}
+
+// held is tag's buffer, held as buffer holds it, or nil when the tag has
+// none (a fence makes none).
+func (s *Segments) held(tag string) *segmentBuffer {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	b := s.tags[tag]
+	if b != nil {
+		b.users.Add(1)
+	}
+	return b
+}
+
+// RunIdleDrop sweeps the buffers every IdleBuffer/2 until ctx ends
+// (SweepIdle), so that a tag that is not issued from keeps no buffer.
+func (s *Segments) RunIdleDrop(ctx context.Context) {
+	t := time.NewTicker(IdleBuffer / idleSweeps)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.SweepIdle()
+		}
+	}
+}
+
+// SweepIdle drops every buffer that handed out no value since the sweep
+// before the last one, with no caller holding it and no allocation in
+// flight, and returns how many it dropped. Its values left are a gap; the
+// node no longer knows what it handed out of the tag (Issued). It holds
+// the lock on the set of buffers in short turns (sweepBatch buffers), not
+// for the whole sweep.
+func (s *Segments) SweepIdle() (dropped int) {
+	type idleBuffer struct {
+		tag string
+		b   *segmentBuffer
+	}
+	var idle []idleBuffer
+	s.mu.RLock()
+	for tag, b := range s.tags {
+		if b.idle.Add(1) >= idleSweeps {
+			idle = append(idle, idleBuffer{tag, b})
+		}
+	}
+	s.mu.RUnlock()
+	for len(idle) > 0 {
+		batch := idle[:min(len(idle), sweepBatch)]
+		idle = idle[len(batch):]
+		// buffer takes its hold under s.mu: with s.mu held here, a buffer
+		// no one holds stays unheld until it is gone from the map.
+		s.mu.Lock()
+		for _, c := range batch {
+			if s.tags[c.tag] != c.b || c.b.users.Load() != 0 || c.b.idle.Load() < idleSweeps {
+				continue
+			}
+			c.b.mu.Lock()
+			inFlight := c.b.refilling != nil
+			c.b.mu.Unlock()
+			if !inFlight {
+				delete(s.tags, c.tag)
+				dropped++
+			}
+		}
+		s.mu.Unlock()
+	}
+	return dropped
+}
+
+// sweepBatch is how many buffers SweepIdle drops per turn of the lock.
+const sweepBatch = 1024
+
+// Buffers is the number of tags with a buffer on this node.
+func (s *Segments) Buffers() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.tags)
 }
 
 // SegmentStatus is one tag's buffer, for INFO.

@@ -553,3 +553,128 @@ func TestSegmentsTriedTagsLeaveNothing(t *testing.T) {
 		t.Fatal("a fence dropped the buffer of a tag that issued values")
 	}
 }
+
+// TestSweepIdleDropsOnlyIdleBuffers: a buffer that handed out nothing for
+// two sweeps is dropped, one used between them is kept, one with an
+// allocation in flight is kept until it lands. A tag without a buffer, or
+// with one that has handed out nothing since it was made, vouches for
+// nothing (Issued and Fence answer 0); a new buffer's first value is above
+// every value the dropped one handed out.
+func TestSweepIdleDropsOnlyIdleBuffers(t *testing.T) {
+	src := &heldSource{held: make(chan [2]int64, 1), release: make(chan struct{})}
+	s := NewSegments(src, 100, newFakeClock().Now)
+	var released sync.Once
+	release := func() { released.Do(func() { close(src.release) }) }
+	defer s.Close()
+	defer release()
+	ctx := context.Background()
+	var last int64
+	for range 3 {
+		_, l, err := s.Next(ctx, "idle", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = l
+	}
+	if _, _, err := s.Next(ctx, "busy", 1); err != nil {
+		t.Fatal(err)
+	}
+	waitRefills(t, s)
+	if got := s.SweepIdle(); got != 0 {
+		t.Fatalf("the first sweep dropped %d buffers, want 0", got)
+	}
+	if _, _, err := s.Next(ctx, "busy", 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.SweepIdle(); got != 1 || s.Issued("idle") != 0 || s.Issued("busy") == 0 {
+		t.Fatalf("the second sweep dropped %d buffers, want 1 (idle); Issued: idle %d busy %d",
+			got, s.Issued("idle"), s.Issued("busy"))
+	}
+	if got := s.Fence("idle"); got != 0 || s.Buffers() != 1 {
+		t.Fatalf("Fence of a dropped tag: %d, %d buffers: want 0 and no buffer made", got, s.Buffers())
+	}
+
+	// A new buffer with its first segment in flight vouches for nothing,
+	// and sweeps leave it until the segment lands (and drop the other).
+	src.arm.Store(true)
+	next := make(chan int64, 1)
+	go func() {
+		first, _, err := s.Next(ctx, "idle", 1)
+		if err != nil {
+			t.Error(err)
+		}
+		next <- first
+	}()
+	<-src.held
+	for range 3 {
+		s.SweepIdle()
+	}
+	if got := s.Issued("idle"); got != 0 || s.Buffers() != 1 {
+		t.Fatalf("a buffer with its first segment in flight: Issued %d, %d buffers; want 0 and 1", got, s.Buffers())
+	}
+	release()
+	if first := <-next; first <= last {
+		t.Fatalf("a new buffer handed out %d, not above %d that the dropped one handed out", first, last)
+	}
+}
+
+// waitRefills waits until no refill of s is in flight.
+func waitRefills(t *testing.T, s *Segments) {
+	t.Helper()
+	within(t, 5*time.Second, "the refills", s.refills.Wait)
+}
+
+// batchSource is a counterSource that also allocates for several tags in
+// one call, and counts those calls.
+type batchSource struct {
+	counterSource
+	batches atomic.Int32
+}
+
+func (b *batchSource) AllocateEach(ctx context.Context, tags []string, n []int64) []Allocation {
+	b.batches.Add(1)
+	out := make([]Allocation, len(tags))
+	for i, tag := range tags {
+		out[i].First, out[i].Last, out[i].Err = b.counterSource.Allocate(ctx, tag, n[i])
+	}
+	return out
+}
+
+// TestPrefetchAllocatesNewTagsTogether: the first segments of many new tags
+// come in one batch, and each tag's first value is served from it without
+// another call to the source; a tag that already holds values is not asked
+// for again.
+func TestPrefetchAllocatesNewTagsTogether(t *testing.T) {
+	src := &batchSource{}
+	s := NewSegments(src, 100, newFakeClock().Now)
+	defer s.Close()
+	ctx := context.Background()
+	if _, _, err := s.Next(ctx, "old", 1); err != nil {
+		t.Fatal(err)
+	}
+	waitRefills(t, s)
+	src.mu.Lock()
+	before := src.calls
+	src.mu.Unlock()
+	tags := []string{"old"}
+	for i := range 500 {
+		tags = append(tags, fmt.Sprintf("new%d", i), fmt.Sprintf("new%d", i)) // each twice
+	}
+	s.Prefetch(tags)
+	for _, tag := range tags[1:] {
+		if !s.Buffered(tag) {
+			t.Fatalf("%s has no buffer after Prefetch", tag)
+		}
+	}
+	for i := range 500 {
+		if _, _, err := s.NextRun(ctx, fmt.Sprintf("new%d", i), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src.mu.Lock()
+	calls := src.calls - before
+	src.mu.Unlock()
+	if got := src.batches.Load(); got != 1 || calls != 500 {
+		t.Fatalf("500 new tags: %d batches, %d segments allocated; want 1 batch of 500", got, calls)
+	}
+}

@@ -329,7 +329,7 @@ func (n *Node) startGenerator(ctx context.Context) (err error) {
 
 // startBackground starts the loops that run while the node does: the
 // generator's high-water steps, the lease renewals, the layout's end
-// warning, and when needed the late check-in and the wait for the public-ID
+// warning, the drop of idle tag buffers, and when needed the late check-in and the wait for the public-ID
 // key. They run under their own context (not Open's), which Close ends.
 func (n *Node) startBackground(context.Context) error {
 	ctx, stop := context.WithCancel(context.Background())
@@ -352,6 +352,7 @@ func (n *Node) startBackground(context.Context) error {
 		},
 		n.warnLayoutEnd,
 		n.renewLease,
+		n.Segments.RunIdleDrop,
 	}
 	if n.checkInLater {
 		loops = append(loops, n.checkInLoop)

@@ -33,6 +33,10 @@ type command struct {
 	// included) at once: see run.go. nil: one at a time.
 	run     runFunc
 	runArgs int
+	// newTags: a run of the command on a tag with no buffer first starts
+	// the allocations of the new tags of the same command after it in the
+	// read buffer (prefetchNewTags).
+	newTags bool
 }
 
 func (d *command) arityOK(n int) bool { return arityOK(d.arity, n) }

@@ -31,8 +31,9 @@ import (
 // element.
 
 const (
-	readBufferSize = 4 << 10  // a connection's read buffer to begin with
-	keptBufferSize = 64 << 10 // a larger read or write buffer is let go once drained
+	readBufferSize = 4 << 10            // a connection's read buffer to begin with
+	keptBufferSize = 64 << 10           // a larger read or write buffer is let go once drained
+	readAheadSize  = 2 * keptBufferSize // a read buffer grown for a lookahead, let go once drained
 )
 
 // DefaultClientOutputLimit is the most reply bytes a client's connection
@@ -54,16 +55,20 @@ const DefaultClientOutputTimeout = 10 * time.Second
 // yet written. It is the redcon.Conn the handlers write to; only its own
 // goroutine uses it, except Close from Server.Close.
 type connection struct {
-	nc       net.Conn
-	addr     string
-	ctx      any
-	out      []byte        // replies not yet written
-	limit    int           // out is written once it holds this many bytes
-	timeout  time.Duration // a write the client does not take in this long closes it
-	deadline time.Time     // the socket's write deadline
-	err      error         // the first write error; nothing is written after it
-	closed   bool          // Close was called: answer nothing more
-	written  int64         // bytes written and not yet added to the server's total_net_output_bytes
+	nc   net.Conn
+	addr string
+	// readAhead: the commands read so far ran out before a lookahead
+	// (prefetchNewTags) did; the read buffer grows to readAheadSize for
+	// the next reads, so that the next lookahead sees more commands.
+	readAhead bool
+	ctx       any
+	out       []byte        // replies not yet written
+	limit     int           // out is written once it holds this many bytes
+	timeout   time.Duration // a write the client does not take in this long closes it
+	deadline  time.Time     // the socket's write deadline
+	err       error         // the first write error; nothing is written after it
+	closed    bool          // Close was called: answer nothing more
+	written   int64         // bytes written and not yet added to the server's total_net_output_bytes
 
 	// A plain TCP connection is served by the raw loop (conn_linux.go):
 	// rc is its socket, fd its descriptor while held says the loop holds
@@ -296,6 +301,14 @@ func (l *loop) answer(n int, readErr error) bool {
 		l.start += used
 		if args != nil {
 			l.start += s.handle(c, cn, &l.p, args, frame, l.buf[l.start:l.end])
+		}
+	}
+	if cn.readAhead {
+		cn.readAhead = false
+		if len(l.buf) < readAheadSize {
+			grown := make([]byte, readAheadSize)
+			l.end = copy(grown, l.buf[l.start:l.end])
+			l.start, l.buf = 0, grown
 		}
 	}
 	if cn.closed || cn.flush() != nil || readErr != nil {

@@ -62,6 +62,10 @@ func (s *Server) dispatchRun(c *client, cn *connection, p *frameParser, def *com
 		used += size
 	}
 
+	if def.newTags && key != nil {
+		s.prefetchNewTags(cn, p, def, key, rest[used:])
+	}
+
 	c.cmd = def.index
 	c.setLastCmd(&def.name)
 	st := &s.cmdStats[def.index]

@@ -2,11 +2,13 @@ package resp
 
 import (
 	"bufio"
+	"context"
 	"math"
 	"math/rand/v2"
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -372,4 +374,49 @@ func TestPreAuthLimitsEndWithAuthInTheSamePacket(t *testing.T) {
 		t.Fatalf("after a failed AUTH: %q %q", a, b)
 	}
 	expectClosed(t, rd)
+}
+
+// batchCluster is a fakeCluster that also allocates for several tags at
+// once (engine.BatchSource), recording each batch's tags.
+type batchCluster struct {
+	*fakeCluster
+	batchMu sync.Mutex
+	batches [][]string
+}
+
+func (b *batchCluster) AllocateEach(ctx context.Context, tags []string, n []int64) []engine.Allocation {
+	b.batchMu.Lock()
+	b.batches = append(b.batches, append([]string(nil), tags...))
+	b.batchMu.Unlock()
+	out := make([]engine.Allocation, len(tags))
+	for i, tag := range tags {
+		out[i].First, out[i].Last, out[i].Err = b.Allocate(ctx, tag, n[i])
+	}
+	return out
+}
+
+// TestNewTagsOfAPipelineAreAllocatedTogether: INCRs of new tags read
+// together have their first segments asked for in one batch; the
+// lookahead stops at the first other command, so a tag whose INCR is
+// queued in a MULTI and discarded is never created.
+func TestNewTagsOfAPipelineAreAllocatedTogether(t *testing.T) {
+	bc := &batchCluster{fakeCluster: newFakeCluster()}
+	addr := startServer(t, Config{Segments: engine.NewSegments(bc, 1000, time.Now)})
+	conn, rd := dial(t, addr)
+	send(t, conn, frames("INCR a", "INCR b", "INCR a", "INCR c", "MULTI", "INCR d", "DISCARD"))
+	want := []string{":1", ":1", ":2", ":1", "+OK", "+QUEUED", "+OK"}
+	for _, w := range want {
+		if line := readLine(t, rd); line != w {
+			t.Fatalf("got %q, want %q", line, w)
+		}
+	}
+	bc.batchMu.Lock()
+	batches := bc.batches
+	bc.batchMu.Unlock()
+	if len(batches) != 1 || strings.Join(batches[0], " ") != "a b c" {
+		t.Fatalf("batches %q, want one: a b c", batches)
+	}
+	if _, made := bc.Get("d"); made {
+		t.Fatal("tag d, only queued in a discarded MULTI, was created")
+	}
 }

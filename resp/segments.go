@@ -1,6 +1,7 @@
 package resp
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strconv"
@@ -66,7 +67,7 @@ func (s *Server) requestTimeout() time.Duration {
 func tagCommands() []*command {
 	return []*command{
 		{name: "nextseg", arity: 3, keys: oneKey, flags: []string{"write", "fast"}, summary: "Reserve n contiguous values of a tag: [first, last]", handler: cmdNextSeg},
-		{name: "incr", arity: 2, keys: oneKey, flags: []string{"write", "fast"}, summary: "The next value of a tag", handler: cmdIncr, run: runIncr, runArgs: 2},
+		{name: "incr", arity: 2, keys: oneKey, flags: []string{"write", "fast"}, summary: "The next value of a tag", handler: cmdIncr, run: runIncr, runArgs: 2, newTags: true},
 		{name: "incrby", arity: 3, keys: oneKey, flags: []string{"write", "fast"}, summary: "Reserve n values of a tag, return the last", handler: cmdIncrBy},
 		{name: "get", arity: 2, keys: oneKey, flags: []string{"readonly", "fast"}, summary: "A tag's cluster-wide allocation high-water", handler: cmdGet},
 		{name: "set", arity: -3, keys: oneKey, flags: []string{"write"}, summary: "Set a tag: every later value is above v (refused below a value already issued); NX, XX, GET as Redis", handler: cmdSet},
@@ -104,6 +105,60 @@ func (s *Server) clusterError(conn redcon.Conn, err error) {
 		}
 		s.errorReply(conn, "ERR "+msg)
 	}
+}
+
+// segmentPrefetcher starts the first segments of several tags together;
+// *engine.Segments is one.
+type segmentPrefetcher interface {
+	// Buffered reports whether tag has a buffer on this node.
+	Buffered(tag string) bool
+	// Prefetch starts the first segment of each of tags that has none,
+	// without waiting.
+	Prefetch(tags []string)
+}
+
+// maxLookahead bounds the frames prefetchNewTags parses ahead, and so the
+// tags whose first segments one batch asks for (the leader's group commit
+// takes up to as many allocations in one log entry).
+const maxLookahead = 1024
+
+// prefetchNewTags: a command of def on a tag this node holds no buffer of
+// looks ahead in the read buffer (rest, after its run) over the frames of
+// the same command, and starts the first segments of all their tags
+// together: a pipeline of many new tags then costs a few allocation rounds
+// (log entries, requests to the leader) instead of one each. The lookahead
+// stops at the first other frame: only a tag whose command comes next
+// after commands that run is asked for. Each command still runs in its
+// turn and waits for its own segment.
+//
+// A lookahead that runs out of read commands before its bound (the rest
+// are still on their way) has the connection read more at once from then
+// on (readAheadSize), so that the next lookahead sees up to its bound.
+func (s *Server) prefetchNewTags(cn *connection, p *frameParser, def *command, tag, rest []byte) {
+	pf, ok := s.cfg.Segments.(segmentPrefetcher)
+	if !ok || s.cfg.EmulateCluster || len(tag) == 0 || len(tag) > MaxKeyLen || pf.Buffered(string(tag)) {
+		return
+	}
+	tags := []string{string(tag)}
+	used, frames := 0, 0
+	for ; frames < maxLookahead && used < len(rest) && rest[used] == '*'; frames++ {
+		args, size, err := p.parse(rest[used:], false)
+		if size == 0 && err == nil {
+			used = len(rest) // an incomplete frame: the rest is on its way
+			break
+		}
+		if err != nil || len(args) != def.runArgs || !bytes.EqualFold(args[0], []byte(def.name)) {
+			break
+		}
+		used += size
+		if len(args[1]) > 0 && len(args[1]) <= MaxKeyLen && !bytes.Equal(args[1], tag) {
+			tags = append(tags, string(args[1]))
+		}
+	}
+	if used == len(rest) && frames < maxLookahead && len(tags) > 1 {
+		cn.readAhead = true
+	}
+	pf.Prefetch(tags)
 }
 
 func (s *Server) validTag(conn redcon.Conn, tag []byte) bool { return s.validKey(conn, "tag", tag) }

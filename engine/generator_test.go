@@ -983,3 +983,40 @@ func TestStaleClockReadingIsNotClockBack(t *testing.T) {
 		t.Fatalf("a reading 5 ms stale: %v", err)
 	}
 }
+
+// A crash loop under load: every run issues 8192 IDs a millisecond, twice
+// what the layout holds, so the logical clock borrows ahead of the wall
+// clock, and every run is killed (no Close) 200 ms in and restarted 50 ms
+// later, so each start begins at the previous run's reservation. The clock
+// never goes back: no run may answer CLOCKBACK or report the clock behind
+// (the node would take a fresh worker ID and restart its order), NEXTIDs
+// increase across every restart, and the logical clock stays within a
+// window, the borrow and a margin of the wall clock.
+func TestCrashLoopUnderLoadIsNotClockBack(t *testing.T) {
+	clock := newFakeClock()
+	store := &memstore.HighWater{}
+	var sleeps atomic.Int64
+	var last int64
+	for restart := range 30 {
+		g := newGen(t, clock, store, func(c *Config) { c.Sleep = clock.sleeper(&sleeps) })
+		for range 200 {
+			clock.Step(time.Millisecond)
+			ids, err := g.NextIDs(nil, 8192)
+			if err != nil {
+				t.Fatalf("restart %d: %v (status %+v)", restart, err, g.Status())
+			}
+			if st := g.Status(); st.ClockBehindMS != 0 {
+				t.Fatalf("restart %d: clock reported %d ms behind, it never went back (status %+v)", restart, st.ClockBehindMS, st)
+			}
+			if ids[0] <= last {
+				t.Fatalf("restart %d: NEXTID %d not above %d issued before", restart, ids[0], last)
+			}
+			last = ids[len(ids)-1]
+		}
+		st := g.Status()
+		if lead := st.LastTimeMS - clock.sinceEpochMS(); lead > 3000+1000+3000/32 {
+			t.Fatalf("restart %d: logical clock %d ms ahead of the wall clock", restart, lead)
+		}
+		clock.Step(50 * time.Millisecond) // the kill and the new process
+	}
+}

@@ -202,7 +202,7 @@ type Generator struct {
 	maxIssued int64   // largest slot issued
 	lastNext  int64   // last NEXTID slot: NEXTIDs strictly increase
 	lanes     []int64 // per gene: last slot issued with that gene
-	cursor    int64   // next gene NEXTID uses
+	cursor    int64   // gene NEXTID looks from for its next slot
 	uuidMS    int64   // time of the last UUIDv7 issued, ms since the epoch; -1: none
 	switches  uint64  // worker switches so far (SwitchWorker)
 	fast      fastPath
@@ -602,14 +602,37 @@ func (g *Generator) kickStep() {
 	}
 }
 
-// nextSlot is the slot the next ID of gene takes (gene < 0: NEXTID's, of
-// the gene whose turn it is), and that gene. g.mu is held.
+// nextSlot is the slot the next ID of gene takes (gene < 0: NEXTID's), and
+// that slot's gene. g.mu is held.
+//
+// NEXTID's is the first slot above its last one, from the gene whose turn
+// it is on, that no GENEID has taken: a slot x is free when it lies above
+// its gene's lane (x > lanes[x's gene]). Stepping over the taken slots one
+// by one, rather than over the rest of a row of genes, keeps NEXTIDs and
+// GENEIDs of random genes mixed from wasting most of the millisecond. The
+// step is bounded: past a row of taken slots NEXTID takes its gene's next
+// slot above that gene's lane, as GENEID does.
 func (g *Generator) nextSlot(gene int64) (slot, gn int64) {
-	lo, gn := g.floor, gene
-	if gn < 0 {
-		gn = g.cursor
-		lo = max(lo, g.lastNext)
+	if gene >= 0 {
+		lo := max(g.floor, g.lanes[gene])
+		slot = lo&^g.geneMask | gene
+		if slot <= lo {
+			slot += g.geneStep
+		}
+		return slot, gene
 	}
+	lo := max(g.floor, g.lastNext)
+	slot = lo&^g.geneMask | g.cursor
+	if slot <= lo {
+		slot += g.geneStep
+	}
+	for range g.geneStep {
+		if slot > g.lanes[slot&g.geneMask] {
+			return slot, slot & g.geneMask
+		}
+		slot++
+	}
+	gn = slot & g.geneMask
 	lo = max(lo, g.lanes[gn])
 	slot = lo&^g.geneMask | gn
 	if slot <= lo {

@@ -1020,3 +1020,53 @@ func TestCrashLoopUnderLoadIsNotClockBack(t *testing.T) {
 		clock.Step(50 * time.Millisecond) // the kill and the new process
 	}
 }
+
+// NEXTIDs and GENEIDs of random genes interleaved, as a node serving both
+// sees them: NEXTID steps over the slots the GENEIDs took, not over the
+// rest of their rows, so the mix fills the millisecond nearly as either
+// alone does.
+func TestNextAndGeneMixFillsTheMillisecond(t *testing.T) {
+	clock := newFakeClock()
+	g := newGen(t, clock, &memstore.HighWater{}, func(c *Config) { c.MaxBorrow = time.Hour; c.Window = 2 * time.Hour })
+	r := rand.New(rand.NewPCG(7, 8))
+	const n = 409600
+	lo, hi := int64(1<<62), int64(0)
+	var lastNext int64
+	seen := issuedSet{}
+	for issued := 0; issued < n; {
+		var ids []int64
+		var err error
+		next := true
+		switch r.IntN(3) {
+		case 0:
+			ids, err = g.NextIDs(nil, 1)
+		case 1:
+			ids, err = g.NextIDs(nil, 50)
+		default:
+			next = false
+			ids, err = g.GeneIDs(nil, uint32(r.IntN(1e9)), 1+r.IntN(20))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen.add(t, ids...)
+		for _, id := range ids {
+			p, _ := g.Layout().Decode(id)
+			lo, hi = min(lo, p.UnixMS), max(hi, p.UnixMS)
+		}
+		if next {
+			for _, id := range ids {
+				if id <= lastNext {
+					t.Fatalf("NEXTID %d after %d", id, lastNext)
+				}
+				lastNext = id
+			}
+		}
+		issued += len(ids)
+	}
+	perMS := float64(n) / float64(hi-lo+1)
+	t.Logf("NEXTID and random-gene GENEID mixed: %.0f IDs per ms (ceiling 4096)", perMS)
+	if perMS < 0.9*4096 {
+		t.Fatalf("the mix reached %.0f IDs per ms, want close to 4096", perMS)
+	}
+}

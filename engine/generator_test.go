@@ -1070,3 +1070,27 @@ func TestNextAndGeneMixFillsTheMillisecond(t *testing.T) {
 		t.Fatalf("the mix reached %.0f IDs per ms, want close to 4096", perMS)
 	}
 }
+
+// A mark stored without the wall clock it was written at (as a build
+// before the stored clock wrote it) counts its lead beyond one window as the
+// clock going back: 5 s ahead of the clock is CLOCKBACK, 3.5 s is not.
+func TestMarkWithoutItsClockCountsTheLeadBeyondAWindow(t *testing.T) {
+	for _, c := range []struct {
+		ahead     time.Duration
+		clockBack bool
+	}{{3500 * time.Millisecond, false}, {5 * time.Second, true}} {
+		clock := newFakeClock()
+		store := &memstore.HighWater{}
+		if err := store.SetHighWaterSync(clock.sinceEpochMS() + c.ahead.Milliseconds()); err != nil {
+			t.Fatal(err)
+		}
+		g := newGen(t, clock, store, nil)
+		_, err := g.NextID()
+		if got := errors.Is(err, ErrClockBack); got != c.clockBack || (!got && err != nil) {
+			t.Fatalf("mark %v ahead: %v, want CLOCKBACK %v", c.ahead, err, c.clockBack)
+		}
+		if behind := g.Status().ClockBehindMS; (behind > 1000) != c.clockBack {
+			t.Fatalf("mark %v ahead: ClockBehindMS %d", c.ahead, behind)
+		}
+	}
+}

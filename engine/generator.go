@@ -97,14 +97,20 @@ func MonotonicClock() func() time.Duration {
 // HighWaterStore keeps the snowflake high-water mark: every ID the node has
 // ever let out has a time below it (the whole of its time unit), and so has
 // every UUIDv7 the generator's UUIDv7s let out. The mark is in milliseconds
-// whatever the layout's unit.
+// whatever the layout's unit. Beside it the store keeps the wall clock the
+// mark was written at, so that a start tells a clock that went back from a
+// mark that is ahead by the node's own reservation and borrowing.
 type HighWaterStore interface {
 	// HighWater returns the stored mark in milliseconds since the epoch,
 	// 0 when none was ever stored.
 	HighWater() (int64, error)
-	// SetHighWaterSync stores the mark and returns only once it is durable
-	// (fsync).
-	SetHighWaterSync(ms int64) error
+	// HighWaterWall returns the wall clock (ms since the epoch) the stored
+	// mark was written at, with ok false when it is not known (no mark,
+	// or one written without it).
+	HighWaterWall() (wallMS int64, ok bool, err error)
+	// SetHighWaterWallSync stores the mark and the wall clock it is
+	// written at and returns only once both are durable (one fsync).
+	SetHighWaterWallSync(ms, wallMS int64) error
 }
 
 // Config sets up a Generator.
@@ -180,6 +186,7 @@ type Generator struct {
 	leaseWhy  atomic.Pointer[string] // why it is not being renewed; nil when it is
 	clockWhy  atomic.Pointer[string] // what the node does about a clock that went back
 	reserveMu sync.Mutex             // serialises store writes so they only go up
+	seenMS    atomic.Int64           // the latest wall clock read, ms since the epoch, stored beside the mark; only goes up (but in SwitchWorker)
 	syncWaits atomic.Uint64          // issues that synced the high-water themselves: the background step fell behind
 	trouble   chan struct{}          // kicked on CLOCKBACK and on a lease that ended (Trouble)
 	kick      chan struct{}
@@ -188,13 +195,14 @@ type Generator struct {
 
 	mu        sync.Mutex
 	closed    bool
-	bootFloor int64   // logical tick the node started at, less any clock fault
+	bootFloor int64   // the borrow's reference at the start: the start tick, less what lies beyond a window (or a lease end) ahead of the clock
+	bootStart int64   // logical tick the node started at, less any clock fault: a logical clock above the wall clock and this one means the clock went back
 	cur       int64   // logical clock: the latest wall tick seen, or the start
 	floor     int64   // every new slot is above this
 	maxIssued int64   // largest slot issued
 	lastNext  int64   // last NEXTID slot: NEXTIDs strictly increase
 	lanes     []int64 // per gene: last slot issued with that gene
-	cursor    int64   // next gene NEXTID uses
+	cursor    int64   // gene NEXTID looks from for its next slot
 	uuidMS    int64   // time of the last UUIDv7 issued, ms since the epoch; -1: none
 	switches  uint64  // worker switches so far (SwitchWorker)
 	fast      fastPath
@@ -271,6 +279,10 @@ func New(cfg Config, now Clock, store HighWaterStore) (*Generator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrHighWater, err)
 	}
+	wroteMS, walled, err := store.HighWaterWall()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrHighWater, err)
+	}
 	hw := ceilDiv(hwMS, unit) // every issued tick ended at or before hwMS
 	g.reserved.Store(hw)
 	g.leaseEnd.Store(cfg.LeaseEndMS)
@@ -281,16 +293,28 @@ func New(cfg Config, now Clock, store HighWaterStore) (*Generator, error) {
 	}
 	g.uuids, g.uuidMS = NewUUIDv7(now, cfg.Rand), -1
 	g.uuids.startAbove(g.epochMS + hwMS)
-	wall, _ := g.wallMS()
+	wall, nowMS := g.wallMS()
 	// The previous holder's ticks all end at or before its lease end.
 	above := cfg.StartAboveMS / unit
 	start := max(wall, hw+1, above+1)
 	// The stored mark runs up to a window ahead of the clock by design;
-	// starting above it is not a clock fault and is not counted as borrowing.
-	// A mark further ahead than that means the clock went back: that part is.
-	// The previous holder's lease end is ahead by design too (by up to a
-	// lease, from another node's clock), so starting above it never counts.
+	// starting above it is not counted as borrowing. Beyond a window the
+	// mark holds the previous run's borrowing and its margin, and the
+	// borrow counts it: the logical clock stays within a window and the
+	// borrow of the clock across any number of restarts. The previous
+	// holder's lease end is ahead by design too (by up to a lease, from
+	// another node's clock), so starting above it never counts.
 	g.bootFloor = max(min(max(wall, hw+1), wall+g.windowTicks), above+1)
+	// How far the clock went back is how far it is now below the clock the
+	// mark was written at; a lead beyond the window is no clock fault by
+	// itself. A mark stored without its clock (by an older build) counts
+	// the lead beyond one window as the clock going back.
+	back, seen := max(hw+1-(wall+g.windowTicks), 0), nowMS
+	if walled {
+		back, seen = max(g.ticks(wroteMS)-wall, 0), max(nowMS, wroteMS)
+	}
+	g.bootStart = max(g.bootFloor, start-back)
+	g.seenMS.Store(seen)
 	g.cur = start
 	g.floor = start<<g.seqBits - 1
 	g.maxIssued, g.lastNext = g.floor, g.floor
@@ -300,7 +324,7 @@ func New(cfg Config, now Clock, store HighWaterStore) (*Generator, error) {
 	if start >= g.maxTime {
 		return nil, ErrTimeExhausted
 	}
-	if err := g.reserve(g.horizon(start, wall)); err != nil {
+	if err := g.reserve(g.horizon(start, wall), nowMS); err != nil {
 		return nil, err
 	}
 	return g, nil
@@ -545,6 +569,7 @@ func (g *Generator) newReading(m time.Duration) {
 		f.wallMS, f.until = r.ms, r.until
 	}
 	f.wall = g.ticks(f.wallMS)
+	g.saw(f.wallMS)
 	g.tick(f.wall)
 	g.setBelow()
 }
@@ -577,14 +602,37 @@ func (g *Generator) kickStep() {
 	}
 }
 
-// nextSlot is the slot the next ID of gene takes (gene < 0: NEXTID's, of
-// the gene whose turn it is), and that gene. g.mu is held.
+// nextSlot is the slot the next ID of gene takes (gene < 0: NEXTID's), and
+// that slot's gene. g.mu is held.
+//
+// NEXTID's is the first slot above its last one, from the gene whose turn
+// it is on, that no GENEID has taken: a slot x is free when it lies above
+// its gene's lane (x > lanes[x's gene]). Stepping over the taken slots one
+// by one, rather than over the rest of a row of genes, keeps NEXTIDs and
+// GENEIDs of random genes mixed from wasting most of the millisecond. The
+// step is bounded: past a row of taken slots NEXTID takes its gene's next
+// slot above that gene's lane, as GENEID does.
 func (g *Generator) nextSlot(gene int64) (slot, gn int64) {
-	lo, gn := g.floor, gene
-	if gn < 0 {
-		gn = g.cursor
-		lo = max(lo, g.lastNext)
+	if gene >= 0 {
+		lo := max(g.floor, g.lanes[gene])
+		slot = lo&^g.geneMask | gene
+		if slot <= lo {
+			slot += g.geneStep
+		}
+		return slot, gene
 	}
+	lo := max(g.floor, g.lastNext)
+	slot = lo&^g.geneMask | g.cursor
+	if slot <= lo {
+		slot += g.geneStep
+	}
+	for range g.geneStep {
+		if slot > g.lanes[slot&g.geneMask] {
+			return slot, slot & g.geneMask
+		}
+		slot++
+	}
+	gn = slot & g.geneMask
 	lo = max(lo, g.lanes[gn])
 	slot = lo&^g.geneMask | gn
 	if slot <= lo {
@@ -644,10 +692,10 @@ func (g *Generator) issueGen(dst []int64, n int, gene int64) (_ []int64, switche
 						g.refresh()
 						continue
 					}
-					ref := max(wall, g.bootFloor)
-					if g.cur > ref {
-						// The logical clock is ahead of both the clock and the
-						// boot floor: the wall clock went back.
+					if g.cur > max(wall, g.bootStart) {
+						// The logical clock is ahead of both the clock and
+						// where the start explains it: the wall clock went
+						// back.
 						g.troubled()
 						return dst[:start], switches, g.clockBackError(t*g.unitMS - g.fast.wallMS)
 					}
@@ -684,8 +732,9 @@ func (g *Generator) issueGen(dst []int64, n int, gene int64) (_ []int64, switche
 					// checks it under g.mu, and it only goes up once
 					// durable); the slot is taken again once it holds.
 					g.syncWaits.Add(1)
+					wallMS := g.fast.wallMS
 					g.mu.Unlock()
-					err := g.reserve(g.horizon(t, wall))
+					err := g.reserve(g.horizon(t, wall), wallMS)
 					g.mu.Lock()
 					if err != nil {
 						return dst[:start], switches, err
@@ -748,7 +797,7 @@ func (g *Generator) wait(d time.Duration) {
 // A clock that went back does not stop them (UUIDv7 keeps the last
 // millisecond).
 func (g *Generator) UUIDv7s(dst [][16]byte, n int) ([][16]byte, error) {
-	wall, _ := g.wallMS()
+	wall, wallMS := g.wallMS()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
@@ -762,7 +811,7 @@ func (g *Generator) UUIDv7s(dst [][16]byte, n int) ([][16]byte, error) {
 	last := lastUnixMS - g.epochMS
 	if t := floorDiv(last, g.unitMS); t >= g.reserved.Load() {
 		g.syncWaits.Add(1)
-		if err := g.reserve(g.horizon(t, wall)); err != nil {
+		if err := g.reserve(g.horizon(t, wall), wallMS); err != nil {
 			return dst[:start], err
 		}
 	}
@@ -779,16 +828,28 @@ func (g *Generator) tick(wall int64) {
 	}
 }
 
+// saw records a reading of the wall clock (ms since the epoch) and returns
+// the latest one seen.
+func (g *Generator) saw(ms int64) int64 {
+	for {
+		cur := g.seenMS.Load()
+		if ms <= cur || g.seenMS.CompareAndSwap(cur, ms) {
+			return max(ms, cur)
+		}
+	}
+}
+
 // reserve makes tick t the durable high-water if it is above the current
-// one (stored as t's first millisecond). Writes are serialised so the
-// stored mark never goes down.
-func (g *Generator) reserve(t int64) error {
+// one (stored as t's first millisecond), beside the latest wall clock read
+// (wallMS, or a later one). Writes are serialised so the stored mark never
+// goes down.
+func (g *Generator) reserve(t, wallMS int64) error {
 	g.reserveMu.Lock()
 	defer g.reserveMu.Unlock()
 	if t <= g.reserved.Load() {
 		return nil
 	}
-	if err := g.store.SetHighWaterSync(t * g.unitMS); err != nil {
+	if err := g.store.SetHighWaterWallSync(t*g.unitMS, g.saw(wallMS)); err != nil {
 		return fmt.Errorf("%w: %v", ErrHighWater, err)
 	}
 	g.reserved.Store(t)
@@ -798,7 +859,7 @@ func (g *Generator) reserve(t int64) error {
 // ReserveAhead extends the high-water when its headroom runs low (see
 // horizon). Run calls it; tests may too.
 func (g *Generator) ReserveAhead() error {
-	wall, _ := g.wallMS()
+	wall, wallMS := g.wallMS()
 	g.mu.Lock()
 	t := max(g.cur, g.maxIssued>>g.seqBits)
 	closed, switches := g.closed, g.switches
@@ -812,7 +873,7 @@ func (g *Generator) ReserveAhead() error {
 	if moved {
 		return nil
 	}
-	return g.reserve(g.horizon(t, wall))
+	return g.reserve(g.horizon(t, wall), wallMS)
 }
 
 // SwitchWorker moves the generator to a fresh worker ID, on which it
@@ -831,7 +892,7 @@ func (g *Generator) SwitchWorker(worker, startAboveMS, leaseEndMS int64) error {
 	if worker < 0 || worker > g.layout.MaxWorker() {
 		return fmt.Errorf("worker id %d does not fit in %d worker bits (0..%d)", worker, g.layout.WorkerBits, g.layout.MaxWorker())
 	}
-	wall, _ := g.wallMS()
+	wall, wallMS := g.wallMS()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
@@ -845,16 +906,19 @@ func (g *Generator) SwitchWorker(worker, startAboveMS, leaseEndMS int64) error {
 	g.reserveMu.Lock()
 	defer g.reserveMu.Unlock()
 	hw := g.horizon(start, wall)
-	if err := g.store.SetHighWaterSync(hw * g.unitMS); err != nil {
+	// The clock the old worker's IDs went past is no longer a reference:
+	// the new worker starts at the wall clock.
+	if err := g.store.SetHighWaterWallSync(hw*g.unitMS, wallMS); err != nil {
 		return fmt.Errorf("%w: %v", ErrHighWater, err)
 	}
 	g.reserved.Store(hw)
+	g.seenMS.Store(wallMS)
 	g.switches++
 	g.fast.until = math.MinInt64 // the limit was the old worker's
 	g.worker = worker << g.seqBits
 	g.leaseEnd.Store(leaseEndMS)
 	g.clockWhy.Store(nil)
-	g.bootFloor, g.cur = start, start
+	g.bootFloor, g.bootStart, g.cur = start, start, start
 	g.floor = start<<g.seqBits - 1
 	g.maxIssued, g.lastNext = g.floor, g.floor
 	for i := range g.lanes {
@@ -901,7 +965,7 @@ func (g *Generator) Close() error {
 	if exact >= g.reserved.Load() {
 		return nil
 	}
-	if err := g.store.SetHighWaterSync(exact * g.unitMS); err != nil {
+	if err := g.store.SetHighWaterWallSync(exact*g.unitMS, g.seenMS.Load()); err != nil {
 		return fmt.Errorf("%w: %v", ErrHighWater, err)
 	}
 	g.reserved.Store(exact)
@@ -942,11 +1006,11 @@ func (g *Generator) Status() Status {
 	hw := g.reserved.Load()
 	u := g.unitMS
 	// How far the clock went back: once the logical clock is ahead of the
-	// clock and the boot floor (read under the lock: cur may be a later
-	// reading than wall), the next ID's time past them.
+	// clock and of where the start explains it (read under the lock: cur
+	// may be a later reading than wall), the next ID's time past them.
 	behind := int64(0)
-	if now, _ := g.wallMS(); g.cur > max(now, g.bootFloor) {
-		behind = max(g.cur, last+1) - max(now, g.bootFloor)
+	if now, _ := g.wallMS(); g.cur > max(now, g.bootStart) {
+		behind = max(g.cur, last+1) - max(now, g.bootStart)
 	}
 	return Status{
 		Worker:        g.worker >> g.seqBits,

@@ -983,3 +983,114 @@ func TestStaleClockReadingIsNotClockBack(t *testing.T) {
 		t.Fatalf("a reading 5 ms stale: %v", err)
 	}
 }
+
+// A crash loop under load: every run issues 8192 IDs a millisecond, twice
+// what the layout holds, so the logical clock borrows ahead of the wall
+// clock, and every run is killed (no Close) 200 ms in and restarted 50 ms
+// later, so each start begins at the previous run's reservation. The clock
+// never goes back: no run may answer CLOCKBACK or report the clock behind
+// (the node would take a fresh worker ID and restart its order), NEXTIDs
+// increase across every restart, and the logical clock stays within a
+// window, the borrow and a margin of the wall clock.
+func TestCrashLoopUnderLoadIsNotClockBack(t *testing.T) {
+	clock := newFakeClock()
+	store := &memstore.HighWater{}
+	var sleeps atomic.Int64
+	var last int64
+	for restart := range 30 {
+		g := newGen(t, clock, store, func(c *Config) { c.Sleep = clock.sleeper(&sleeps) })
+		for range 200 {
+			clock.Step(time.Millisecond)
+			ids, err := g.NextIDs(nil, 8192)
+			if err != nil {
+				t.Fatalf("restart %d: %v (status %+v)", restart, err, g.Status())
+			}
+			if st := g.Status(); st.ClockBehindMS != 0 {
+				t.Fatalf("restart %d: clock reported %d ms behind, it never went back (status %+v)", restart, st.ClockBehindMS, st)
+			}
+			if ids[0] <= last {
+				t.Fatalf("restart %d: NEXTID %d not above %d issued before", restart, ids[0], last)
+			}
+			last = ids[len(ids)-1]
+		}
+		st := g.Status()
+		if lead := st.LastTimeMS - clock.sinceEpochMS(); lead > 3000+1000+3000/32 {
+			t.Fatalf("restart %d: logical clock %d ms ahead of the wall clock", restart, lead)
+		}
+		clock.Step(50 * time.Millisecond) // the kill and the new process
+	}
+}
+
+// NEXTIDs and GENEIDs of random genes interleaved, as a node serving both
+// sees them: NEXTID steps over the slots the GENEIDs took, not over the
+// rest of their rows, so the mix fills the millisecond nearly as either
+// alone does.
+func TestNextAndGeneMixFillsTheMillisecond(t *testing.T) {
+	clock := newFakeClock()
+	g := newGen(t, clock, &memstore.HighWater{}, func(c *Config) { c.MaxBorrow = time.Hour; c.Window = 2 * time.Hour })
+	r := rand.New(rand.NewPCG(7, 8))
+	const n = 409600
+	lo, hi := int64(1<<62), int64(0)
+	var lastNext int64
+	seen := issuedSet{}
+	for issued := 0; issued < n; {
+		var ids []int64
+		var err error
+		next := true
+		switch r.IntN(3) {
+		case 0:
+			ids, err = g.NextIDs(nil, 1)
+		case 1:
+			ids, err = g.NextIDs(nil, 50)
+		default:
+			next = false
+			ids, err = g.GeneIDs(nil, uint32(r.IntN(1e9)), 1+r.IntN(20))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen.add(t, ids...)
+		for _, id := range ids {
+			p, _ := g.Layout().Decode(id)
+			lo, hi = min(lo, p.UnixMS), max(hi, p.UnixMS)
+		}
+		if next {
+			for _, id := range ids {
+				if id <= lastNext {
+					t.Fatalf("NEXTID %d after %d", id, lastNext)
+				}
+				lastNext = id
+			}
+		}
+		issued += len(ids)
+	}
+	perMS := float64(n) / float64(hi-lo+1)
+	t.Logf("NEXTID and random-gene GENEID mixed: %.0f IDs per ms (ceiling 4096)", perMS)
+	if perMS < 0.9*4096 {
+		t.Fatalf("the mix reached %.0f IDs per ms, want close to 4096", perMS)
+	}
+}
+
+// A mark stored without the wall clock it was written at (as a build
+// before the stored clock wrote it) counts its lead beyond one window as the
+// clock going back: 5 s ahead of the clock is CLOCKBACK, 3.5 s is not.
+func TestMarkWithoutItsClockCountsTheLeadBeyondAWindow(t *testing.T) {
+	for _, c := range []struct {
+		ahead     time.Duration
+		clockBack bool
+	}{{3500 * time.Millisecond, false}, {5 * time.Second, true}} {
+		clock := newFakeClock()
+		store := &memstore.HighWater{}
+		if err := store.SetHighWaterSync(clock.sinceEpochMS() + c.ahead.Milliseconds()); err != nil {
+			t.Fatal(err)
+		}
+		g := newGen(t, clock, store, nil)
+		_, err := g.NextID()
+		if got := errors.Is(err, ErrClockBack); got != c.clockBack || (!got && err != nil) {
+			t.Fatalf("mark %v ahead: %v, want CLOCKBACK %v", c.ahead, err, c.clockBack)
+		}
+		if behind := g.Status().ClockBehindMS; (behind > 1000) != c.clockBack {
+			t.Fatalf("mark %v ahead: ClockBehindMS %d", c.ahead, behind)
+		}
+	}
+}

@@ -76,14 +76,14 @@ func (g *Generator) extendRun(t int64, want int) (IDRun, int) {
 	if g.closed {
 		return IDRun{}, 0
 	}
-	// The next slot, as issue computes it for gene < 0.
-	gn := g.cursor
-	lo := max(g.floor, g.lastNext, g.lanes[gn])
-	s0 := lo&^g.geneMask | gn
+	// The next slot, as issue computes it for gene < 0 when it is free;
+	// when a GENEID took it, issue steps over it and starts the next run.
+	lo := max(g.floor, g.lastNext)
+	s0 := lo&^g.geneMask | g.cursor
 	if s0 <= lo {
 		s0 += g.geneStep
 	}
-	if s0>>g.seqBits != t {
+	if s0>>g.seqBits != t || s0 <= g.lanes[s0&g.geneMask] {
 		return IDRun{}, 0
 	}
 	// After slot x, issue's next slot is x+1 unless a GENEID already took a

@@ -42,8 +42,13 @@ const (
 	keyNodeID    = "node/id"
 	keyLayout    = "node/layout"
 	keyHighWater = "snowflake/high-water"
-	keyWorker    = "node/worker"
-	keyCluster   = "node/cluster"
+	// keyHighWaterWall: the mark and the wall clock it was written at, 8
+	// bytes each, written in the same sync as keyHighWater. It belongs to
+	// the mark only while its first 8 bytes equal keyHighWater's: a build
+	// that writes the mark alone leaves it stale, and it is then ignored.
+	keyHighWaterWall = "snowflake/high-water-wall"
+	keyWorker        = "node/worker"
+	keyCluster       = "node/cluster"
 )
 
 // Store is a locked data directory with a Pebble database in <dir>/pebble.
@@ -214,9 +219,43 @@ func (s *Store) HighWater() (int64, error) {
 	return int64(binary.BigEndian.Uint64(v)), nil
 }
 
-// SetHighWaterSync stores the snowflake high-water durably.
+// SetHighWaterSync stores the snowflake high-water durably, without the
+// wall clock it was written at (HighWaterWall then reports none).
 func (s *Store) SetHighWaterSync(ms int64) error {
 	return s.SetSync(keyHighWater, binary.BigEndian.AppendUint64(nil, uint64(ms)))
+}
+
+// SetHighWaterWallSync stores the snowflake high-water and the wall clock
+// (ms since the epoch) it was written at, both in one durable write.
+func (s *Store) SetHighWaterWallSync(ms, wallMS int64) error {
+	b := s.NewBatch()
+	defer b.b.Close()
+	mark := binary.BigEndian.AppendUint64(nil, uint64(ms))
+	b.Set(keyHighWater, mark)
+	b.Set(keyHighWaterWall, binary.BigEndian.AppendUint64(mark, uint64(wallMS)))
+	return b.CommitSync()
+}
+
+// HighWaterWall returns the wall clock (ms since the epoch) the stored
+// high-water was written at, with ok false when it is not known: no mark,
+// or one written without it (SetHighWaterSync, or a build that predates
+// the key).
+func (s *Store) HighWaterWall() (wallMS int64, ok bool, err error) {
+	hw, err := s.HighWater()
+	if err != nil {
+		return 0, false, err
+	}
+	v, ok, err := s.Get(keyHighWaterWall)
+	if err != nil || !ok {
+		return 0, false, err
+	}
+	if len(v) != 16 {
+		return 0, false, fmt.Errorf("%w: %s has %d bytes", ErrCorrupt, keyHighWaterWall, len(v))
+	}
+	if int64(binary.BigEndian.Uint64(v)) != hw {
+		return 0, false, nil
+	}
+	return int64(binary.BigEndian.Uint64(v[8:])), true, nil
 }
 
 // Worker returns the worker ID the cluster gave this node, and the

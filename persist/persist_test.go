@@ -107,3 +107,39 @@ func TestBatchAndScan(t *testing.T) {
 		t.Fatalf("after DeletePrefix: %v, other kept: %v", got, ok)
 	}
 }
+
+// The wall clock stored beside the high-water survives a reopen, and a
+// mark written without it (as a build before the key writes it) leaves
+// the old wall clock unattributed.
+func TestHighWaterWallBelongsToItsMark(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := s.HighWaterWall(); err != nil || ok {
+		t.Fatalf("fresh store: %v, %v", ok, err)
+	}
+	if err := s.SetHighWaterWallSync(5000, 2000); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(dir); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if hw, err := s.HighWater(); err != nil || hw != 5000 {
+		t.Fatalf("after reopen: high-water %d, %v", hw, err)
+	}
+	if wall, ok, err := s.HighWaterWall(); err != nil || !ok || wall != 2000 {
+		t.Fatalf("after reopen: wall %d, %v, %v; want 2000", wall, ok, err)
+	}
+	if err := s.SetHighWaterSync(9000); err != nil {
+		t.Fatal(err)
+	}
+	if wall, ok, err := s.HighWaterWall(); err != nil || ok {
+		t.Fatalf("mark written alone: wall %d, %v, %v; want none", wall, ok, err)
+	}
+}

@@ -25,6 +25,7 @@ func TestFullDiskRefusesWritesAndRecovers(t *testing.T) {
 	for name, err := range map[string]error{
 		"Set": s.Set("k", []byte("v")), "SetSync": s.SetSync("k", []byte("v")),
 		"Commit": b.Commit(), "CommitSync": b.CommitSync(), "SetHighWaterSync": s.SetHighWaterSync(12345),
+		"SetHighWaterWallSync": s.SetHighWaterWallSync(12345, 12000),
 	} {
 		if !errors.Is(err, ErrDiskFull) {
 			t.Errorf("%s on a full disk: %v, want ErrDiskFull", name, err)

@@ -12,6 +12,8 @@ import "sync"
 type HighWater struct {
 	sync.Mutex
 	ms     int64
+	wall   int64 // the wall clock ms was stored at
+	walled bool  // wall belongs to ms (SetHighWaterWallSync wrote it)
 	writes int
 	fail   error
 }
@@ -30,7 +32,28 @@ func (s *HighWater) SetHighWaterSync(ms int64) error {
 	if s.fail != nil {
 		return s.fail
 	}
-	s.ms = ms
+	s.ms, s.walled = ms, false
+	s.writes++
+	return nil
+}
+
+// HighWaterWall returns the wall clock the stored mark was written at,
+// with ok false when the mark was stored without one (SetHighWaterSync).
+func (s *HighWater) HighWaterWall() (wallMS int64, ok bool, err error) {
+	s.Lock()
+	defer s.Unlock()
+	return s.wall, s.walled, nil
+}
+
+// SetHighWaterWallSync stores ms and the wall clock wallMS it was written
+// at, or returns the error given to FailWith.
+func (s *HighWater) SetHighWaterWallSync(ms, wallMS int64) error {
+	s.Lock()
+	defer s.Unlock()
+	if s.fail != nil {
+		return s.fail
+	}
+	s.ms, s.wall, s.walled = ms, wallMS, true
 	s.writes++
 	return nil
 }

@@ -188,10 +188,15 @@ func (s *Server) infoSnowflake() []string {
 	st := s.ids.Status()
 	l := s.ids.Layout()
 	left := l.TimeLeft(s.cfg.Now())
+	// The layout's fields, comma-separated, and its reserved worker IDs
+	// on a line of their own: their list has commas too.
+	shape := l
+	shape.Reserved = ""
 	return []string{
 		kv("node_id", s.cfg.NodeID),
 		kv("worker_id", st.Worker),
-		kv("layout", strings.ReplaceAll(l.String(), " ", ",")),
+		kv("layout", strings.ReplaceAll(shape.String(), " ", ",")),
+		kv("reserved_workers", l.Reserved),
 		kv("id_bits", l.Bits()),
 		kv("time_unit_ms", l.UnitMS()),
 		kv("time_bits_end", l.End().Format(time.RFC3339)),

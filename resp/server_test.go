@@ -49,6 +49,36 @@ func startServerT(t *testing.T, cfg Config) (*Server, string) {
 	return srv, ln.Addr().String()
 }
 
+// TestInfoSnowflakeNamesReservedWorkersApart: INFO snowflake's layout line
+// stays a comma-separated list of key=value fields; the reserved worker
+// IDs, a list with commas of its own, have their own line.
+func TestInfoSnowflakeNamesReservedWorkersApart(t *testing.T) {
+	l := engine.DefaultLayout()
+	l.Reserved = "0-2,5"
+	gen, err := engine.New(engine.Config{Layout: l, Worker: 3, MaxBorrow: time.Second, LeaseEndMS: math.MaxInt64}, time.Now, &memstore.HighWater{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(New(Config{}, gen).infoSnowflake(), "\r\n")
+	var layout, reserved string
+	for _, line := range strings.Split(text, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "layout:"); ok {
+			layout = v
+		}
+		if v, ok := strings.CutPrefix(line, "reserved_workers:"); ok {
+			reserved = v
+		}
+	}
+	for _, field := range strings.Split(layout, ",") {
+		if !strings.Contains(field, "=") {
+			t.Fatalf("layout:%s has a field %q that is not key=value", layout, field)
+		}
+	}
+	if reserved != "0-2,5" {
+		t.Fatalf("reserved_workers:%q, want 0-2,5\n%s", reserved, text)
+	}
+}
+
 func newClient(t *testing.T, addr string, proto int, password string) *redis.Client {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: addr, Protocol: proto, Password: password})

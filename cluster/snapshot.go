@@ -48,8 +48,11 @@ type fsmSnapshot struct {
 	snap *persist.Snapshot
 }
 
-// Persist writes the snapshot to sink, as JSON.
+// Persist writes the snapshot to sink, as JSON, and then releases the
+// Pebble snapshot: hashicorp/raft's RecoverCluster persists a snapshot and
+// never calls Release, and Pebble refuses to close with one open.
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	defer s.Release()
 	w := bufio.NewWriterSize(sink, 256<<10)
 	err := writeState(w, s.snap)
 	if err == nil {
@@ -62,7 +65,7 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	return sink.Close()
 }
 
-// Release closes the Pebble snapshot.
+// Release closes the Pebble snapshot; it may be called again.
 func (s *fsmSnapshot) Release() {
 	if s.snap != nil {
 		s.snap.Close()

@@ -63,6 +63,36 @@ func (o *Options) defaults() {
 	if o.Timeout <= 0 {
 		o.Timeout = time.Minute
 	}
+	if o.Rate > 0 {
+		// The source is read a batch at a time: a tenth of a second's
+		// worth keeps the reads close to the rate, not a burst of a batch.
+		o.Batch = max(1, min(o.Batch, o.Rate/10))
+	}
+}
+
+// ErrNotIdserver is a --to address that answers but is not idserver: a
+// plain Redis takes an MSET too, and the import would seem to succeed.
+var ErrNotIdserver = errors.New("not idserver")
+
+// checkTargets asks each address of to that answers within timeout for
+// INFO server, and refuses one without idserver's idserver_version line.
+// An address that does not answer is left to the writers' retries.
+func checkTargets(ctx context.Context, opts Options) error {
+	for _, addr := range opts.To {
+		c := redis.NewClient(&redis.Options{Addr: addr, Password: opts.Password, Protocol: 2,
+			DisableIdentity: true, MaxRetries: -1, PoolSize: 1, DialTimeout: 2 * time.Second, ReadTimeout: opts.Timeout})
+		text, err := c.Info(ctx, "server").Result()
+		c.Close()
+		switch {
+		case err != nil && strings.Contains(err.Error(), "unauthenticated"):
+			return fmt.Errorf("%w: %s asks for a password (--password or IDSERVER_REQUIREPASS)", ErrWrite, addr)
+		case err != nil && permanent(err):
+			return fmt.Errorf("%w: %s: %v", ErrWrite, addr, err)
+		case err == nil && !strings.Contains(text, "idserver_version:"):
+			return fmt.Errorf("%w: %s answers, but its INFO server has no idserver_version: --to names idserver's members", ErrNotIdserver, addr)
+		}
+	}
+	return nil
 }
 
 // MaxBatch is the most floors one MSET carries: idserver takes at most
@@ -87,9 +117,12 @@ var ErrWrite = errors.New("idserver did not take the floors")
 // applied twice changes nothing).
 func Run(ctx context.Context, src Source, opts Options) (Result, error) {
 	opts.defaults()
+	var res Result
+	if err := checkTargets(ctx, opts); err != nil {
+		return res, err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var res Result
 	var refusedMu sync.Mutex
 	prog := newProgress(opts.Progress, src.Total(ctx))
 	defer prog.stop()
@@ -251,14 +284,16 @@ func (w *writer) land(ctx context.Context, group [][]Counter, prog *progress) er
 		var lastErr error
 		for i, cmd := range cmds {
 			// A batch has landed only when idserver answered OK: a failed
-			// dial leaves the commands of a pipeline without an error.
-			if reply, err := cmd.Text(); err != nil || reply != "OK" {
-				if err == nil {
-					err = execErr
-				}
-				if err == nil {
-					err = fmt.Errorf("MSET answered %q", reply)
-				}
+			// dial leaves the commands of a pipeline without a reply or an
+			// error of their own, the pipeline's error says why.
+			err := cmd.Err()
+			if err == nil && cmd.Val() == nil {
+				err = execErr
+			}
+			if reply, _ := cmd.Val().(string); err == nil && reply != "OK" {
+				err = fmt.Errorf("MSET answered %v", cmd.Val())
+			}
+			if err != nil {
 				left, lastErr = append(left, group[i]), err
 				continue
 			}

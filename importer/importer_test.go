@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -22,6 +23,8 @@ type fakeIdserver struct {
 	msets     int
 	failFirst int
 	addr      string
+	// plainRedis: INFO without idserver's line, as a Redis answers it.
+	plainRedis bool
 }
 
 func startFake(t *testing.T, failFirst int) *fakeIdserver {
@@ -56,6 +59,12 @@ func (f *fakeIdserver) handle(conn redcon.Conn, cmd redcon.Command) {
 			f.floors[string(cmd.Args[i])] = max(f.floors[string(cmd.Args[i])], v)
 		}
 		conn.WriteString("OK")
+	case "INFO":
+		if f.plainRedis {
+			conn.WriteBulkString("# Server\r\nredis_version:7.0.15\r\n")
+			return
+		}
+		conn.WriteBulkString("# Server\r\nredis_version:7.0.15\r\nidserver_version:test\r\n")
 	case "GET":
 		v, ok := f.floors[string(cmd.Args[1])]
 		if !ok {
@@ -167,6 +176,23 @@ func TestRunNeverCountsABatchSentNowhere(t *testing.T) {
 		if _, ok := f.floor(c.Key); !ok {
 			t.Fatalf("%s counted as landed, never sent", c.Key)
 		}
+	}
+}
+
+// TestRunAndVerifyRefuseATargetThatIsNotIdserver: a --to that answers as
+// a plain Redis (the source given twice, say) takes MSETs too; the import
+// and --verify refuse it before a floor is written.
+func TestRunAndVerifyRefuseATargetThatIsNotIdserver(t *testing.T) {
+	f := startFake(t, 0)
+	f.plainRedis = true
+	if _, err := Run(context.Background(), counters(10), Options{To: []string{f.addr}}); !errors.Is(err, ErrNotIdserver) {
+		t.Fatalf("Run: %v, want ErrNotIdserver", err)
+	}
+	if _, err := Verify(context.Background(), counters(10), Options{To: []string{f.addr}}, io.Discard); !errors.Is(err, ErrNotIdserver) {
+		t.Fatalf("Verify: %v, want ErrNotIdserver", err)
+	}
+	if f.msets != 0 || len(f.floors) != 0 {
+		t.Fatalf("%d MSETs reached the plain Redis", f.msets)
 	}
 }
 

@@ -27,9 +27,12 @@ type VerifyResult struct {
 // changes nothing.
 func Verify(ctx context.Context, src Source, opts Options, out io.Writer) (VerifyResult, error) {
 	opts.defaults()
+	var res VerifyResult
+	if err := checkTargets(ctx, opts); err != nil {
+		return res, err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var res VerifyResult
 	var mu sync.Mutex // res and out
 	fmt.Fprintln(out, "key\tsource\tidserver_next\tstate")
 	batches := make(chan []Counter, opts.Conns)

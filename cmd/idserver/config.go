@@ -158,7 +158,7 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 	fs.StringVar(&c.PublicKey, "public-key", "", "public-ID key, 64 hex digits (AES-256), the same on every node; default: one the cluster makes at bootstrap and replicates")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(usage, "Usage: idserver [flags]\n       idserver backup --from host:port DIR\n       idserver restore DIR --dir DIR\n       idserver status --addr host:port [--json]\n\n"+
+			fmt.Fprint(usage, "Usage: idserver [flags]\n       idserver backup --from host:port DIR\n       idserver restore DIR --dir DIR\n       idserver status --addr host:port [--json]\n       idserver import --from SOURCE --to host:port[,...] (docs/migrating.md)\n\n"+
 				"Serves snowflake and gene IDs over the Redis protocol. Each flag is also read from\n"+
 				"IDSERVER_<NAME> in the environment (--log-level: IDSERVER_LOG_LEVEL).\n\nFlags:\n")
 			fs.SetOutput(usage)

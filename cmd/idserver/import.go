@@ -48,7 +48,7 @@ func runImport(args []string, getenv func(string) string, stdout, stderr io.Writ
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: idserver import --from URL [--match PATTERN] [--to host:port,...] [--margin N] [--verify] [flags]\n"+
 			"exits 0 when every key is imported, 1 when the source or idserver failed (a rerun finishes the job),\n"+
-			"2 on a usage error, 3 when some keys were refused (each named; the rest are imported),\n"+
+			"2 on a usage error (a --to that is not idserver among them), 3 when some keys were refused (each named; the rest are imported),\n"+
 			"4 when --verify found a key whose next idserver value is not above the source's (--verify changes nothing)")
 		fs.PrintDefaults()
 	}
@@ -97,6 +97,9 @@ func runImport(args []string, getenv func(string) string, stdout, stderr io.Writ
 		v, err := importer.Verify(ctx, src, opts, stdout)
 		if err != nil {
 			fmt.Fprintf(stderr, "idserver import --verify: %v\n", err)
+			if errors.Is(err, importer.ErrNotIdserver) {
+				return 2
+			}
 			return 1
 		}
 		fmt.Fprintf(stderr, "idserver import --verify: %s: %d keys checked, %d below the source, %d refused\n", src.Name(), v.Checked, v.Below, v.Refused)
@@ -115,6 +118,9 @@ func runImport(args []string, getenv func(string) string, stdout, stderr io.Writ
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "idserver import: %v\n", err)
+		if errors.Is(err, importer.ErrNotIdserver) {
+			return 2
+		}
 		return 1
 	}
 	fmt.Fprintf(stderr, "idserver import: %s: %d read, %d imported, %d refused in %v\n",

@@ -467,6 +467,13 @@ func TestPastMaxTagsStopsNamingTheBound(t *testing.T) {
 	loadCounters(t, src, 3000)
 	src.Close()
 	p := systest.StartProc(t, t.TempDir(), "--max-tags", "1000")
+	// The bound holds once the leader's value is committed, shortly after
+	// the start.
+	rdb := p.Client()
+	wait.For(t, 10*time.Second, "the bound on tags applied", func() (bool, string) {
+		info := systest.ClusterInfo(t, rdb)
+		return info["max_tags"] == "1000", "max_tags:" + info["max_tags"]
+	})
 	start := time.Now()
 	code, out := systest.RunToExit(t, "import", "--from", "redis://"+old.addr(), "--to", p.Addr, "--timeout", "30s")
 	if code != 1 || !strings.Contains(out, "tag limit reached") || !strings.Contains(out, "floors landed before it") {

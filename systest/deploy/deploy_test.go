@@ -109,7 +109,7 @@ func TestFullRestartInParallel(t *testing.T) {
 	}
 	s.waitReady(60*time.Second, 0, 1, 2)
 	back := time.Since(killed)
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // a few rounds of the watch on the pods back
 	w.end()
 	t.Logf("3 pods killed and started again at once: all ready %v after the kill", back.Round(time.Millisecond))
 	for i := range s.pods {
@@ -145,7 +145,7 @@ func TestRollingRestartInOrder(t *testing.T) {
 			}
 		}
 	}
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // a few rounds of the watch after the last restart
 	w.end()
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -14,15 +14,28 @@ import (
 // (base64), and a valid name where it always stood. A reader that does not
 // know the extra field sees no such tag rather than a wrong one.
 
-// MarshalJSON writes r with a tag that is not UTF-8 in "tag_bytes".
+// MarshalJSON writes r with a tag that is not UTF-8 in "tag_bytes", and
+// each such name of Tags in "tags_bytes" by its index (its place in Tags
+// left empty).
 func (r request) MarshalJSON() ([]byte, error) {
 	type plain request
 	w := struct {
 		plain
-		TagBytes []byte `json:"tag_bytes,omitempty"`
+		TagBytes  []byte         `json:"tag_bytes,omitempty"`
+		TagsBytes map[int][]byte `json:"tags_bytes,omitempty"`
 	}{plain: plain(r)}
 	if !utf8.ValidString(r.Tag) {
 		w.Tag, w.TagBytes = "", []byte(r.Tag)
+	}
+	for i, tag := range r.Tags {
+		if utf8.ValidString(tag) {
+			continue
+		}
+		if w.TagsBytes == nil {
+			w.Tags = append([]string(nil), r.Tags...)
+			w.TagsBytes = map[int][]byte{}
+		}
+		w.Tags[i], w.TagsBytes[i] = "", []byte(tag)
 	}
 	return json.Marshal(w)
 }
@@ -32,7 +45,8 @@ func (r *request) UnmarshalJSON(b []byte) error {
 	type plain request
 	var w struct {
 		plain
-		TagBytes []byte `json:"tag_bytes,omitempty"`
+		TagBytes  []byte         `json:"tag_bytes,omitempty"`
+		TagsBytes map[int][]byte `json:"tags_bytes,omitempty"`
 	}
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
@@ -40,6 +54,42 @@ func (r *request) UnmarshalJSON(b []byte) error {
 	*r = request(w.plain)
 	if w.TagBytes != nil {
 		r.Tag = string(w.TagBytes)
+	}
+	for i, name := range w.TagsBytes {
+		if i < 0 || i >= len(r.Tags) {
+			return fmt.Errorf("tags_bytes index %d outside the %d tags", i, len(r.Tags))
+		}
+		r.Tags[i] = string(name)
+	}
+	return nil
+}
+
+// MarshalJSON writes f with a tag that is not UTF-8 in "tag_bytes".
+func (f floor) MarshalJSON() ([]byte, error) {
+	type plain floor
+	w := struct {
+		plain
+		TagBytes []byte `json:"tag_bytes,omitempty"`
+	}{plain: plain(f)}
+	if !utf8.ValidString(f.Tag) {
+		w.Tag, w.TagBytes = "", []byte(f.Tag)
+	}
+	return json.Marshal(w)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (f *floor) UnmarshalJSON(b []byte) error {
+	type plain floor
+	var w struct {
+		plain
+		TagBytes []byte `json:"tag_bytes,omitempty"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*f = floor(w.plain)
+	if w.TagBytes != nil {
+		f.Tag = string(w.TagBytes)
 	}
 	return nil
 }

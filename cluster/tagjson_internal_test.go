@@ -9,12 +9,15 @@ import (
 // names of any bytes through JSON, and read what an older node wrote.
 func TestTagJSONKeepsBytes(t *testing.T) {
 	for _, tag := range []string{"plain", "é", "\xff", "\xfe", "a\xffb", "\x00", ""} {
-		b, err := json.Marshal(request{Seq: 7, Tag: tag, Items: []allocItem{{Tag: tag, N: 3}}})
+		b, err := json.Marshal(request{Seq: 7, Tag: tag, Items: []allocItem{{Tag: tag, N: 3}},
+			Tags: []string{"x", tag, "\xfd"}, Floors: []floor{{Tag: tag, Value: 9}}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		var r request
-		if err := json.Unmarshal(b, &r); err != nil || r.Tag != tag || r.Seq != 7 || len(r.Items) != 1 || r.Items[0].Tag != tag || r.Items[0].N != 3 {
+		if err := json.Unmarshal(b, &r); err != nil || r.Tag != tag || r.Seq != 7 || len(r.Items) != 1 || r.Items[0].Tag != tag || r.Items[0].N != 3 ||
+			len(r.Tags) != 3 || r.Tags[0] != "x" || r.Tags[1] != tag || r.Tags[2] != "\xfd" ||
+			len(r.Floors) != 1 || r.Floors[0].Tag != tag || r.Floors[0].Value != 9 {
 			t.Errorf("request with tag %q: %s reads back as %+v (%v)", tag, b, r, err)
 		}
 	}

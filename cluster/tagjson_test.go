@@ -13,9 +13,9 @@ import (
 
 // TestTagsOfAnyBytesAcrossNodes: tags whose names are not UTF-8, among
 // them names that differ only in bytes JSON cannot carry ("\xff" and
-// "\xfe"), are allocated through a follower (a forwarded request), then
-// installed by a new node from a snapshot: every tag keeps its own
-// counter, and the new node issues above every value handed out.
+// "\xfe"), are allocated and raised (MSET) through a follower (forwarded
+// requests), then installed by a new node from a snapshot: every tag keeps
+// its own counter, and the new node issues above every value handed out.
 func TestTagsOfAnyBytesAcrossNodes(t *testing.T) {
 	testproc.Long(t)
 	nodes := testcluster.New(t, 3, snapshotEvery(16))
@@ -34,6 +34,23 @@ func TestTagsOfAnyBytesAcrossNodes(t *testing.T) {
 				t.Fatalf("round %d: NEXTSEG %q gave %v, want it to start at %d: tags share a counter", round, tag, v, want)
 			}
 			last[tag] = v[1]
+		}
+	}
+	// Floors through the follower (MSET, as idserver import sends them):
+	// each lands on its own tag.
+	args := []any{"MSET"}
+	for i, tag := range tags {
+		last[tag] += int64(1000 * (i + 1))
+		args = append(args, tag, last[tag])
+	}
+	if err := f.Client.Do(ctx, args...).Err(); err != nil {
+		t.Fatalf("MSET through the follower: %v", err)
+	}
+	for _, tag := range tags {
+		if v, err := f.Client.Do(ctx, "INCR", tag).Int64(); err != nil || v <= last[tag] {
+			t.Fatalf("INCR %q after its floor %d through the follower: %d %v", tag, last[tag], v, err)
+		} else {
+			last[tag] = v
 		}
 	}
 	if err := l.Cluster.Snapshot(); err != nil {

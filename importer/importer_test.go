@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net"
 	"strconv"
 	"strings"
@@ -210,19 +211,20 @@ func TestRunKeepsToRate(t *testing.T) {
 func TestVerifyMarksKeysBelow(t *testing.T) {
 	f := startFake(t, 0)
 	f.mu.Lock()
-	f.floors["held"], f.floors["behind"] = 100, 50
+	f.floors["held"], f.floors["behind"], f.floors["top"] = 100, 50, math.MaxInt64
 	f.mu.Unlock()
 	src := sliceSource{{Key: "held", Value: 100}, {Key: "behind", Value: 60}, {Key: "absent", Value: 1}, {Key: "zero", Value: 0},
+		{Key: "top", Value: math.MaxInt64},
 		{Key: "bad", Refused: "not an integer"}}
 	var out bytes.Buffer
 	res, err := Verify(context.Background(), src, Options{To: []string{f.addr}}, &out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Checked != 4 || res.Below != 2 || res.Refused != 1 {
+	if res.Checked != 5 || res.Below != 2 || res.Refused != 1 {
 		t.Fatalf("%+v:\n%s", res, out.String())
 	}
-	for _, line := range []string{"\"held\"\t100\t101\tok\n", "\"behind\"\t60\t51\tBELOW\n", "\"absent\"\t1\t1\tBELOW\n", "\"zero\"\t0\t1\tok\n", "\"bad\"\t-\t-\tREFUSED not an integer\n"} {
+	for _, line := range []string{"\"held\"\t100\t101\tok\n", "\"behind\"\t60\t51\tBELOW\n", "\"absent\"\t1\t1\tBELOW\n", "\"zero\"\t0\t1\tok\n", "\"top\"\t9223372036854775807\tnone (at 2^63-1)\tok\n", "\"bad\"\t-\t-\tREFUSED not an integer\n"} {
 		if !strings.Contains(out.String(), line) {
 			t.Errorf("no line %q:\n%s", line, out.String())
 		}

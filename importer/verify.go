@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"strconv"
 	"sync"
 	"time"
 
@@ -113,21 +115,23 @@ func verifyBatch(ctx context.Context, c *redis.Client, addr string, batch []Coun
 			b = fmt.Appendf(b, "%q\t-\t-\tREFUSED %s\n", k.Key, k.Refused)
 			continue
 		}
-		next := int64(1) // a tag idserver does not hold starts at 1
-		high, err := gets[i].Int64()
+		high, err := gets[i].Int64() // the next value is high+1; a tag idserver does not hold starts at 1
 		switch {
 		case errors.Is(err, redis.Nil):
+			high = 0
 		case err != nil:
 			return "", 0, 0, fmt.Errorf("GET %q from %s: %w", k.Key, addr, err)
-		default:
-			next = high + 1
+		}
+		next := "none (at 2^63-1)"
+		if high < math.MaxInt64 {
+			next = strconv.FormatInt(high+1, 10)
 		}
 		state := "ok"
-		if next <= k.Value {
+		if high < k.Value {
 			state = "BELOW"
 			below++
 		}
-		b = fmt.Appendf(b, "%q\t%d\t%d\t%s\n", k.Key, k.Value, next, state)
+		b = fmt.Appendf(b, "%q\t%d\t%s\t%s\n", k.Key, k.Value, next, state)
 	}
 	return string(b), below, refused, nil
 }

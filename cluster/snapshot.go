@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"time"
 	"unicode/utf8"
 
 	"github.com/hashicorp/raft"
@@ -180,6 +181,8 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	f.restoreMu.Lock()
 	defer f.restoreMu.Unlock()
+	began := time.Now()
+	f.log.Info("restoring a snapshot: the state machine waits until it is in")
 	f.mu.Lock()
 	m, started, err := f.restoreStream(bufio.NewReaderSize(rc, 256<<10))
 	switch {
@@ -195,6 +198,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return fmt.Errorf("restore of a snapshot: %w", err)
 	}
+	f.log.Info("snapshot restored", "applied_index", m.Applied, "tags", m.TagCount, "took", time.Since(began).Round(time.Millisecond))
 	f.publish(m.Applied, &changes{members: true})
 	return nil
 }

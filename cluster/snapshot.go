@@ -101,61 +101,47 @@ func writeState(w io.Writer, snap *persist.Snapshot) error {
 	if err != nil {
 		return err
 	}
-	var ew errWriter
-	ew.w = w
+	ew := errWriter{w: w}
 	ew.write([]byte(`{"meta":`))
 	ew.write(mb)
 	ew.write([]byte(`,"tags":{`))
-	// writeTags writes the tags whose names are UTF-8 (or those that are
-	// not, keyed by their base64) as members of an object.
-	writeTags := func(utf bool) (int, error) {
-		n := 0
-		err := snap.Scan(keyTagBase, func(k string, v []byte) error {
-			name := k[len(keyTagBase):]
-			if utf8.ValidString(name) != utf {
-				return nil
+	// One pass over the tags: a name that is UTF-8 is written at once as
+	// a member of "tags"; one that is not (few, if any) goes to "tag_bytes",
+	// keyed by its base64, which follows.
+	var othersBuf bytes.Buffer
+	others := errWriter{w: &othersBuf}
+	var nUTF, nOthers int
+	err = snap.Scan(keyTagBase, func(k string, v []byte) error {
+		name, out, n := k[len(keyTagBase):], &ew, &nUTF
+		if !utf8.ValidString(name) {
+			name, out, n = base64.StdEncoding.EncodeToString([]byte(name)), &others, &nOthers
+		}
+		if *n > 0 {
+			out.write([]byte{','})
+		}
+		*n++
+		key, _ := json.Marshal(name)
+		out.write(key)
+		out.write([]byte{':'})
+		if len(v) > 0 && v[0] == 0xff {
+			out.write(v[1:]) // the tag's JSON as encodeTag wrote it
+		} else {
+			t, err := decodeTag(v)
+			if err != nil {
+				return fmt.Errorf("%w: %s: %v", persist.ErrCorrupt, k, err)
 			}
-			if !utf {
-				name = base64.StdEncoding.EncodeToString([]byte(name))
-			}
-			if n > 0 {
-				ew.write([]byte{','})
-			}
-			n++
-			key, _ := json.Marshal(name)
-			ew.write(key)
-			ew.write([]byte{':'})
-			if len(v) > 0 && v[0] == 0xff {
-				ew.write(v[1:]) // the tag's JSON as encodeTag wrote it
-			} else {
-				t, err := decodeTag(v)
-				if err != nil {
-					return fmt.Errorf("%w: %s: %v", persist.ErrCorrupt, k, err)
-				}
-				b, _ := json.Marshal(t)
-				ew.write(b)
-			}
-			return ew.err
-		})
-		return n, err
-	}
-	if _, err := writeTags(true); err != nil {
+			b, _ := json.Marshal(t)
+			out.write(b)
+		}
+		return ew.err
+	})
+	if err != nil {
 		return err
 	}
 	ew.write([]byte{'}'})
-	var others bytes.Buffer // the names not UTF-8: few, if any
-	if err := func() error {
-		saved := ew.w
-		ew.w = &others
-		defer func() { ew.w = saved }()
-		_, err := writeTags(false)
-		return err
-	}(); err != nil {
-		return err
-	}
-	if others.Len() > 0 {
+	if nOthers > 0 {
 		ew.write([]byte(`,"tag_bytes":{`))
-		ew.write(others.Bytes())
+		ew.write(othersBuf.Bytes())
 		ew.write([]byte{'}'})
 	}
 	ew.write([]byte{'}'})

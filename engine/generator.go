@@ -614,18 +614,10 @@ func (g *Generator) kickStep() {
 // slot above that gene's lane, as GENEID does.
 func (g *Generator) nextSlot(gene int64) (slot, gn int64) {
 	if gene >= 0 {
-		lo := max(g.floor, g.lanes[gene])
-		slot = lo&^g.geneMask | gene
-		if slot <= lo {
-			slot += g.geneStep
-		}
-		return slot, gene
+		return g.slotAbove(max(g.floor, g.lanes[gene]), gene), gene
 	}
 	lo := max(g.floor, g.lastNext)
-	slot = lo&^g.geneMask | g.cursor
-	if slot <= lo {
-		slot += g.geneStep
-	}
+	slot = g.slotAbove(lo, g.cursor)
 	for range g.geneStep {
 		if slot > g.lanes[slot&g.geneMask] {
 			return slot, slot & g.geneMask
@@ -633,12 +625,16 @@ func (g *Generator) nextSlot(gene int64) (slot, gn int64) {
 		slot++
 	}
 	gn = slot & g.geneMask
-	lo = max(lo, g.lanes[gn])
-	slot = lo&^g.geneMask | gn
+	return g.slotAbove(max(lo, g.lanes[gn]), gn), gn
+}
+
+// slotAbove is the first slot of gene above lo.
+func (g *Generator) slotAbove(lo, gene int64) int64 {
+	slot := lo&^g.geneMask | gene
 	if slot <= lo {
 		slot += g.geneStep
 	}
-	return slot, gn
+	return slot
 }
 
 // take records slot, of gene gn, as issued (gene < 0: as a NEXTID).

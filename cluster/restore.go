@@ -225,6 +225,41 @@ type RestoreResult struct {
 	Epoch        int64 // the layout's epoch, Unix ms: StartAboveMS+Epoch is a wall time
 }
 
+// CheckRestore makes Restore's checks of img and dir without writing
+// anything: a restore it refuses would be refused by Restore too, so a
+// caller can check before it records the restore.
+func CheckRestore(img Image, dir string) error {
+	_, err := checkRestore(img, dir)
+	return err
+}
+
+// checkRestore is CheckRestore, also returning the image's state.
+func checkRestore(img Image, dir string) (snapshotState, error) {
+	var st snapshotState
+	if img.Format != imageFormat {
+		return st, fmt.Errorf("backup format %d, this idserver reads %d", img.Format, imageFormat)
+	}
+	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
+		return st, fmt.Errorf("%s is not empty: restore into a new directory (move the old one aside first)", dir)
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return st, err
+	}
+	if err := json.Unmarshal(img.State, &st); err != nil {
+		return st, fmt.Errorf("%w: the backup's state: %v", persist.ErrCorrupt, err)
+	}
+	self, ok := st.Meta.Members[img.NodeID]
+	switch {
+	case !ok || self == nil:
+		return st, fmt.Errorf("the backup's node %s is not a member of its own state (a joiner never admitted?): nothing to restore", img.NodeID)
+	case len(st.Meta.Members) > 1:
+		return st, fmt.Errorf("the backup is of a member of a %d-node cluster: start that member from the copy as it is "+
+			"(the cluster tells it what it committed and it starts above it), or start it on an empty --dir with --join", len(st.Meta.Members))
+	case self.Worker != img.Worker:
+		return st, fmt.Errorf("%w: the backup's state gives node %s worker %d, its keys %d", persist.ErrCorrupt, img.NodeID, self.Worker, img.Worker)
+	}
+	return st, nil
+}
+
 // Restore writes a new data directory dir from img, moved past what the
 // node could have issued since img was taken. dir must not exist or be
 // empty. The image must be of a one-node cluster: a member of a larger
@@ -232,28 +267,11 @@ type RestoreResult struct {
 // committed), or joins again on an empty directory.
 func Restore(img Image, dir string, opt RestoreOptions) (RestoreResult, error) {
 	var res RestoreResult
-	if img.Format != imageFormat {
-		return res, fmt.Errorf("backup format %d, this idserver reads %d", img.Format, imageFormat)
-	}
-	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
-		return res, fmt.Errorf("%s is not empty: restore into a new directory (move the old one aside first)", dir)
-	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+	st, err := checkRestore(img, dir)
+	if err != nil {
 		return res, err
 	}
-	var st snapshotState
-	if err := json.Unmarshal(img.State, &st); err != nil {
-		return res, fmt.Errorf("%w: the backup's state: %v", persist.ErrCorrupt, err)
-	}
-	self, ok := st.Meta.Members[img.NodeID]
-	switch {
-	case !ok || self == nil:
-		return res, fmt.Errorf("the backup's node %s is not a member of its own state (a joiner never admitted?): nothing to restore", img.NodeID)
-	case len(st.Meta.Members) > 1:
-		return res, fmt.Errorf("the backup is of a member of a %d-node cluster: start that member from the copy as it is "+
-			"(the cluster tells it what it committed and it starts above it), or start it on an empty --dir with --join", len(st.Meta.Members))
-	case self.Worker != img.Worker:
-		return res, fmt.Errorf("%w: the backup's state gives node %s worker %d, its keys %d", persist.ErrCorrupt, img.NodeID, self.Worker, img.Worker)
-	}
+	self := st.Meta.Members[img.NodeID]
 	epoch, err := epochOf(img.Layout)
 	if err != nil {
 		return res, err

@@ -115,7 +115,11 @@ func runRestore(args []string, getenv func(string) string, stdout, stderr io.Wri
 	}
 	// Every restore is recorded in the backup, before it is made: a second
 	// restore of one backup would hand out again what the first one's node
-	// issued.
+	// issued. One that the checks refuse is never made, nor recorded.
+	if err := cluster.CheckRestore(img, *dir); err != nil {
+		fmt.Fprintln(stderr, "idserver restore:", err)
+		return 1
+	}
 	prior, err := priorRestores(src)
 	if err != nil {
 		fmt.Fprintln(stderr, "idserver restore:", err)

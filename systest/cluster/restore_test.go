@@ -366,6 +366,11 @@ func TestOneBackupRestoredTwice(t *testing.T) {
 	}
 	load(l, "after the backup", p.Client(), 500*time.Millisecond, "orders")
 	p.Kill()
+	// A restore refused by its checks (into the live directory, not empty)
+	// is not recorded: the next one needs no --again.
+	if code, out := systest.RunToExit(t, "restore", backup, "--dir", dir); code != 1 || !strings.Contains(out, "is not empty") {
+		t.Fatalf("a restore into a directory that is not empty: exit %d\n%s", code, out)
+	}
 	restoreRun(t, backup, "--dir", first)
 	p = systest.StartProc(t, first)
 	load(l, "first restore", p.Client(), time.Second, "orders", "late")

@@ -97,6 +97,11 @@ type Config struct {
 	// emulated, --sentinel-masters).
 	EmulateCluster  bool
 	SentinelMasters []string
+
+	// BeforeServe, when set, runs once the node is up and before it
+	// serves its first command, so that what it sets up (the metrics'
+	// sources) is there for every client the node answers.
+	BeforeServe func(*Node)
 }
 
 // Node is a running node.

@@ -385,6 +385,9 @@ func (n *Node) settle(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if n.cfg.BeforeServe != nil {
+		n.cfg.BeforeServe(n)
+	}
 	n.ready.Store(true)
 	n.onStop(func() error {
 		n.ready.Store(false)

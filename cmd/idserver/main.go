@@ -215,6 +215,15 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval,
 		EmulateCluster: cfg.ClusterMode == "emulated", SentinelMasters: cfg.sentinelMasterNames(),
 	}
+	if metrics != nil {
+		ncfg.BeforeServe = func(n *node.Node) {
+			src := &metricSources{resp: n.Server, gen: n.Gen, segs: n.Segments, cl: n.Cluster, notMember: n.NotMember, ready: n.Ready}
+			if certs != nil {
+				src.tlsNotAfter = certs.notAfter
+			}
+			metrics.serve(src)
+		}
+	}
 	if again, cut := node.Interrupted(ncfg); cut {
 		// The start before moved this directory aside to join again and
 		// was cut short: this one finishes the move and joins again.
@@ -256,14 +265,6 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		default: // another one is queued
 		}
 	}
-	if metrics != nil {
-		src := &metricSources{resp: n.Server, gen: n.Gen, segs: n.Segments, cl: n.Cluster, notMember: n.NotMember, ready: n.Ready}
-		if certs != nil {
-			src.tlsNotAfter = certs.notAfter
-		}
-		metrics.serve(src)
-	}
-
 	code := 0
 	select {
 	case sig := <-signals:

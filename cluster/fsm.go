@@ -317,7 +317,7 @@ func (f *fsm) stored(tag string) (tagState, bool) {
 	if t, ok := f.pending[tag]; ok {
 		return t, true
 	}
-	v, ok, err := f.store.Get(keyTagBase + tag)
+	v, ok, err := f.store.Lookup(keyTagBase + tag)
 	if err != nil {
 		panic(fmt.Sprintf("cluster: cannot read the state machine: %v", err))
 	}

@@ -123,6 +123,7 @@ type Cluster struct {
 	mux     *mux
 	trans   *raft.NetworkTransport
 	logs    *raftboltdb.BoltStore
+	timed   timedLogs              // logs as Raft reads and writes them
 	disk    *diskWatch             // this node's sync and commit latency (slowdisk.go)
 	cluster atomic.Pointer[string] // this node's cluster ID, "" before bootstrap or admission
 
@@ -184,9 +185,11 @@ func Open(cfg Config) (*Cluster, error) {
 	}
 	f.log, f.stop, f.reserved = c.log, c.stop, cfg.Layout.ReservedWorkers()
 	c.fsm = f
+	took := startTimer(c.log)
 	if err := checkRaftFile(cfg, f); err != nil {
 		return nil, err
 	}
+	took("checking raft.db's pages")
 	rdir := filepath.Join(cfg.Dir, "raft")
 	if err := os.MkdirAll(rdir, 0o755); err != nil {
 		return nil, err
@@ -203,6 +206,7 @@ func Open(cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	took("checking the Raft log against Pebble")
 	logs, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(rdir, "raft.db")})
 	if err != nil {
 		return nil, fmt.Errorf("raft log store: %w", err)
@@ -288,14 +292,17 @@ func Open(cfg Config) (*Cluster, error) {
 	// Pebble holds the state machine: Raft restores no snapshot at start,
 	// the state machine catches up to the newest one only when it lags it.
 	rc.NoSnapshotRestoreOnStart = true
+	took("opening the Raft log")
 	if err := restoreOnStart(f, snaps, logs); err != nil {
 		return fail(err)
 	}
-	timed := timedLogs{BoltStore: logs, disk: c.disk}
-	c.raft, err = raft.NewRaft(rc, f, timed, timed, snaps, c.trans)
+	took("restoring a newer snapshot")
+	c.timed = timedLogs{BoltStore: logs, disk: c.disk, snaps: snaps, log: c.log}
+	c.raft, err = raft.NewRaft(rc, f, c.timed, c.timed, snaps, c.trans)
 	if err != nil {
 		return fail(err)
 	}
+	took("starting Raft (it reads the log after its snapshot)")
 	c.started.Store(c.raft)
 	c.pilot = newPilot(c, newRaftLogger(cfg.Logger, hclog.Info))
 	// The port is served only now: a node-to-node request reads c.raft.

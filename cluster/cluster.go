@@ -108,8 +108,20 @@ type Config struct {
 	// (--raft-timeout-scale; TimingFor); 1 when zero.
 	TimeoutScale      float64
 	SnapshotThreshold uint64
-	SnapshotInterval  time.Duration
+	// SnapshotInterval is how often Raft checks SnapshotThreshold, at a
+	// random time between it and twice it; DefaultSnapshotInterval when
+	// zero.
+	SnapshotInterval time.Duration
 }
+
+// DefaultSnapshotInterval is how often Raft checks whether enough log
+// entries follow its last snapshot to take the next one. A start reads
+// every entry after the last snapshot (the check of the directory, Raft's
+// scan for configurations, the first leader's apply of the entries it
+// finds committed), so the log a start finds is bounded by the threshold
+// plus what this interval lets pile up; the threshold bounds how often a
+// busy cluster snapshots.
+const DefaultSnapshotInterval = 10 * time.Second
 
 // Cluster is this node's view of the Raft cluster.
 type Cluster struct {
@@ -251,6 +263,7 @@ func Open(cfg Config) (*Cluster, error) {
 		rc.SnapshotThreshold = cfg.SnapshotThreshold
 		rc.TrailingLogs = cfg.SnapshotThreshold / 2
 	}
+	rc.SnapshotInterval = DefaultSnapshotInterval
 	if cfg.SnapshotInterval > 0 {
 		rc.SnapshotInterval = cfg.SnapshotInterval
 	}

@@ -574,3 +574,17 @@ func TestConcurrentSetNXOneWins(t *testing.T) {
 		}
 	}
 }
+
+// TestSnapshotSoonAfterABurst: a start reads every log entry after the
+// last snapshot, so a burst of entries past the threshold is snapshotted
+// within cluster.DefaultSnapshotInterval's range (at most twice it), not
+// minutes later: the log a restart finds stays short.
+func TestSnapshotSoonAfterABurst(t *testing.T) {
+	testproc.Long(t)
+	n := testcluster.Start(t, "n1", t.TempDir(), nil, snapshotEvery(64))
+	newTags(t, n.Client, "t", 200)
+	wait.For(t, 2*cluster.DefaultSnapshotInterval+5*time.Second, "a snapshot after 200 entries past a threshold of 64", func() (bool, string) {
+		list := snapshots(t, n.Dir)
+		return len(list) > 0, fmt.Sprintf("%d snapshots", len(list))
+	})
+}

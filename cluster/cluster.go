@@ -108,8 +108,20 @@ type Config struct {
 	// (--raft-timeout-scale; TimingFor); 1 when zero.
 	TimeoutScale      float64
 	SnapshotThreshold uint64
-	SnapshotInterval  time.Duration
+	// SnapshotInterval is how often Raft checks SnapshotThreshold, at a
+	// random time between it and twice it; DefaultSnapshotInterval when
+	// zero.
+	SnapshotInterval time.Duration
 }
+
+// DefaultSnapshotInterval is how often Raft checks whether enough log
+// entries follow its last snapshot to take the next one. A start reads
+// every entry after the last snapshot (the check of the directory, Raft's
+// scan for configurations, the first leader's apply of the entries it
+// finds committed), so the log a start finds is bounded by the threshold
+// plus what this interval lets pile up; the threshold bounds how often a
+// busy cluster snapshots.
+const DefaultSnapshotInterval = 10 * time.Second
 
 // Cluster is this node's view of the Raft cluster.
 type Cluster struct {
@@ -123,6 +135,7 @@ type Cluster struct {
 	mux     *mux
 	trans   *raft.NetworkTransport
 	logs    *raftboltdb.BoltStore
+	timed   timedLogs              // logs as Raft reads and writes them
 	disk    *diskWatch             // this node's sync and commit latency (slowdisk.go)
 	cluster atomic.Pointer[string] // this node's cluster ID, "" before bootstrap or admission
 
@@ -184,9 +197,11 @@ func Open(cfg Config) (*Cluster, error) {
 	}
 	f.log, f.stop, f.reserved = c.log, c.stop, cfg.Layout.ReservedWorkers()
 	c.fsm = f
+	took := startTimer(c.log)
 	if err := checkRaftFile(cfg, f); err != nil {
 		return nil, err
 	}
+	took("checking raft.db's pages")
 	rdir := filepath.Join(cfg.Dir, "raft")
 	if err := os.MkdirAll(rdir, 0o755); err != nil {
 		return nil, err
@@ -203,6 +218,7 @@ func Open(cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	took("checking the Raft log against Pebble")
 	logs, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(rdir, "raft.db")})
 	if err != nil {
 		return nil, fmt.Errorf("raft log store: %w", err)
@@ -247,6 +263,7 @@ func Open(cfg Config) (*Cluster, error) {
 		rc.SnapshotThreshold = cfg.SnapshotThreshold
 		rc.TrailingLogs = cfg.SnapshotThreshold / 2
 	}
+	rc.SnapshotInterval = DefaultSnapshotInterval
 	if cfg.SnapshotInterval > 0 {
 		rc.SnapshotInterval = cfg.SnapshotInterval
 	}
@@ -288,14 +305,17 @@ func Open(cfg Config) (*Cluster, error) {
 	// Pebble holds the state machine: Raft restores no snapshot at start,
 	// the state machine catches up to the newest one only when it lags it.
 	rc.NoSnapshotRestoreOnStart = true
+	took("opening the Raft log")
 	if err := restoreOnStart(f, snaps, logs); err != nil {
 		return fail(err)
 	}
-	timed := timedLogs{BoltStore: logs, disk: c.disk}
-	c.raft, err = raft.NewRaft(rc, f, timed, timed, snaps, c.trans)
+	took("restoring a newer snapshot")
+	c.timed = timedLogs{BoltStore: logs, disk: c.disk, snaps: snaps, log: c.log}
+	c.raft, err = raft.NewRaft(rc, f, c.timed, c.timed, snaps, c.trans)
 	if err != nil {
 		return fail(err)
 	}
+	took("starting Raft (it reads the log after its snapshot)")
 	c.started.Store(c.raft)
 	c.pilot = newPilot(c, newRaftLogger(cfg.Logger, hclog.Info))
 	// The port is served only now: a node-to-node request reads c.raft.

@@ -6,6 +6,7 @@ package cluster_test
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -20,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	bolt "go.etcd.io/bbolt"
 
+	"idserver/cluster"
 	"idserver/engine"
 	"idserver/internal/testcluster"
 	"idserver/internal/testproc"
@@ -242,13 +244,13 @@ func newTags(t *testing.T, rdb *redis.Client, prefix string, count int) int64 {
 	return last
 }
 
-// TestUndecodableEntryBelowTheSnapshotIsRefused: the entries Raft keeps
-// at or below its snapshot (the trailing logs) are what a leader sends a
-// follower that lags; one that does not decode stops that replication for
-// good. A gap there is no damage (TestRestartAfterInstallingASnapshot), a
-// garbled entry is: the start is refused, naming it (a check that skipped
-// every entry up to the snapshot would let such a directory start).
-func TestUndecodableEntryBelowTheSnapshotIsRefused(t *testing.T) {
+// TestUndecodableEntryBelowTheSnapshotReadsAsMissing: the entries Raft
+// keeps at or below its snapshot (the trailing logs) are what a leader
+// sends a follower that lags, and the start does not read them. One that
+// does not decode is read as missing, as a gap there is
+// (TestRestartAfterInstallingASnapshot): Raft sends the snapshot instead,
+// where an error would stop that replication for good.
+func TestUndecodableEntryBelowTheSnapshotReadsAsMissing(t *testing.T) {
 	testproc.Long(t)
 	n := testcluster.Start(t, "n1", t.TempDir(), nil, snapshotEvery(64))
 	newTags(t, n.Client, "t", 200)
@@ -279,9 +281,15 @@ func TestUndecodableEntryBelowTheSnapshotIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = testcluster.Open(t, n.ID, n.Dir, nil, func(c *idnode.Config) { c.SnapshotThreshold = 64 })
-	if want := fmt.Sprintf("Raft log entry %d of", garbled); err == nil || !strings.Contains(err.Error(), want) {
-		t.Fatalf("a start with entry %d garbled (the snapshot is at %d): %v, want a refusal naming it", garbled, list[0].Index, err)
+	n2, err := testcluster.Open(t, n.ID, n.Dir, nil, func(c *idnode.Config) { c.SnapshotThreshold = 64 })
+	if err != nil {
+		t.Fatalf("a start with entry %d garbled (the snapshot is at %d): %v", garbled, list[0].Index, err)
+	}
+	if err := cluster.ReadLogEntry(n2.Cluster, garbled); !errors.Is(err, raft.ErrLogNotFound) {
+		t.Fatalf("reading the garbled entry %d (the snapshot is at %d): %v, want %v", garbled, list[0].Index, err, raft.ErrLogNotFound)
+	}
+	if err := cluster.ReadLogEntry(n2.Cluster, list[0].Index); err != nil {
+		t.Fatalf("reading the snapshot's own entry %d: %v", list[0].Index, err)
 	}
 }
 
@@ -565,4 +573,18 @@ func TestConcurrentSetNXOneWins(t *testing.T) {
 			t.Fatalf("round %d: %d SET NX succeeded, want exactly 1: %v", round, oks, results)
 		}
 	}
+}
+
+// TestSnapshotSoonAfterABurst: a start reads every log entry after the
+// last snapshot, so a burst of entries past the threshold is snapshotted
+// within cluster.DefaultSnapshotInterval's range (at most twice it), not
+// minutes later: the log a restart finds stays short.
+func TestSnapshotSoonAfterABurst(t *testing.T) {
+	testproc.Long(t)
+	n := testcluster.Start(t, "n1", t.TempDir(), nil, snapshotEvery(64))
+	newTags(t, n.Client, "t", 200)
+	wait.For(t, 2*cluster.DefaultSnapshotInterval+5*time.Second, "a snapshot after 200 entries past a threshold of 64", func() (bool, string) {
+		list := snapshots(t, n.Dir)
+		return len(list) > 0, fmt.Sprintf("%d snapshots", len(list))
+	})
 }

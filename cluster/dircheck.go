@@ -108,24 +108,24 @@ func checkRaftState(cfg Config, f *fsm, clusterID string, snaps raft.SnapshotSto
 	// of a type it does not know, or a configuration it cannot read, or on
 	// one that is missing (above an older snapshot it fell back to, below
 	// the first entry kept after the newest one). With snapshots of which
-	// none opens, it does not start. The entries up to the snapshot it reads
-	// only to send a follower that lags, and it sends the snapshot instead
-	// of one that is missing: there a gap is no damage (a follower that
-	// caught up by a snapshot keeps its older entries and appends the new
-	// ones after the snapshot's index), but an entry that does not decode
-	// is (the leader stops replicating to the follower that needs it).
+	// none opens, it does not start. Those entries are checked here, and
+	// only those: the start reads no more of the log than Raft does. The
+	// entries up to the snapshot Raft reads only to send a follower that
+	// lags, and it sends the snapshot instead of one that is missing; one
+	// that does not decode is read as missing (timedLogs.GetLog), so a gap
+	// or a damaged entry there costs a follower a snapshot, never a refusal.
 	snap, restorable, skipped := restorableSnapshot(snaps)
 	if !restorable && skipped != "" {
 		return false, fmt.Errorf("%w: %s: no snapshot of the Raft state opens%s; %s",
 			persist.ErrDamaged, filepath.Join(cfg.Dir, "raft", "snapshots"), skipped, remedyLost(cfg.NodeID))
 	}
 	from := first
-	if restorable && snap < last {
-		from = min(first, snap+1)
+	if restorable {
+		from = snap + 1
 	}
 	for i := from; i <= last && i > 0; i++ {
 		err := checkLogEntry(logs, i)
-		if err == nil || restorable && i <= snap && errors.Is(err, raft.ErrLogNotFound) {
+		if err == nil {
 			continue
 		}
 		return false, fmt.Errorf("%w: %s: Raft log entry %d of %d..%d cannot be read (%v)%s; %s",
@@ -177,11 +177,16 @@ func restorableSnapshot(snaps raft.SnapshotStore) (index uint64, ok bool, skippe
 
 // checkLogEntry reads entry i as Raft will, and a command as far as the
 // state machine's Apply panics on: empty, or of a type it does not know.
-func checkLogEntry(logs raft.LogStore, i uint64) (err error) {
+func checkLogEntry(logs raft.LogStore, i uint64) error {
 	var l raft.Log
 	if err := logs.GetLog(i, &l); err != nil {
 		return err
 	}
+	return checkEntry(i, &l)
+}
+
+// checkEntry checks a decoded entry i as checkLogEntry does.
+func checkEntry(i uint64, l *raft.Log) (err error) {
 	switch {
 	case l.Index != i:
 		return fmt.Errorf("it says it is entry %d", l.Index)

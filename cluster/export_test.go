@@ -19,3 +19,6 @@ func SetRaftLogFold(d time.Duration) (undo func()) {
 func TransferLeadershipTo(c *Cluster, id, addr string) error {
 	return c.raft.LeadershipTransferToServer(raft.ServerID(id), raft.ServerAddress(addr)).Error()
 }
+
+// ReadLogEntry reads Raft log entry i as Raft does.
+func ReadLogEntry(c *Cluster, i uint64) error { return c.timed.GetLog(i, new(raft.Log)) }

@@ -11,6 +11,8 @@ package cluster
 // would commit without it.
 
 import (
+	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -263,7 +265,31 @@ func (c *Cluster) Disk() DiskStatus { return c.disk.status() }
 // is a bbolt transaction that ends with an fdatasync of raft.db.
 type timedLogs struct {
 	*raftboltdb.BoltStore
-	disk *diskWatch
+	disk  *diskWatch
+	snaps raft.SnapshotStore
+	log   *slog.Logger
+}
+
+// GetLog reads entry i. An entry at or below the newest snapshot that
+// cannot be read or is not what it should be (checkEntry) is answered as
+// missing, with an error logged: Raft reads those entries only to send a
+// follower that lags, and sends it the snapshot, which holds them, instead.
+// Above the snapshot the error is Raft's to see, as the store answers it.
+func (l timedLogs) GetLog(i uint64, entry *raft.Log) error {
+	err := l.BoltStore.GetLog(i, entry)
+	if err == nil {
+		err = checkEntry(i, entry)
+	}
+	if err == nil || errors.Is(err, raft.ErrLogNotFound) || l.snaps == nil {
+		return err
+	}
+	list, lerr := l.snaps.List()
+	if lerr != nil || len(list) == 0 || i > list[0].Index {
+		return err
+	}
+	l.log.Error("a Raft log entry at or below the snapshot cannot be read: a follower that needs it is sent the snapshot",
+		"index", i, "snapshot_index", list[0].Index, "err", err)
+	return raft.ErrLogNotFound
 }
 
 func (l timedLogs) StoreLog(log *raft.Log) error {

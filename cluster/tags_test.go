@@ -114,13 +114,13 @@ func TestManyTagsContinueAfterRestart(t *testing.T) {
 }
 
 // TestFollowerInstallsSnapshotOfManyTags: a follower cut off while the
-// leader creates 20,000 tags and compacts its log catches up by a snapshot
+// leader creates 50,000 tags and compacts its log catches up by a snapshot
 // of all of them; led by it, every tag issues above every value the old
 // leader handed out; and the bound on tags, reached, refuses the next tag
 // on every member, DBSIZE right on each.
 func TestFollowerInstallsSnapshotOfManyTags(t *testing.T) {
 	testproc.Long(t)
-	const n = 20_000
+	const n = 50_000
 	ctx := context.Background()
 	nodes := testcluster.New(t, 3, func(c *idnode.Config) { c.SnapshotThreshold = 64; c.MaxTags = n })
 	l := nodes.WaitLeader(t)
@@ -137,9 +137,11 @@ func TestFollowerInstallsSnapshotOfManyTags(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Stream.Partition(false)
+	rejoined := time.Now()
 	wait.For(t, 60*time.Second, "the follower installs the snapshot", func() (bool, string) {
 		return f.Cluster.Size() == n, fmt.Sprintf("%d tags of %d", f.Cluster.Size(), n)
 	})
+	t.Logf("the follower caught up by a snapshot of %d tags in %v", n, time.Since(rejoined))
 	got := make([]int64, n)
 	for i, tag := range tags {
 		got[i], _ = f.Cluster.Get(tag)

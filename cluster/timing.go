@@ -5,6 +5,7 @@ package cluster
 // --raft-timeout-scale.
 
 import (
+	"log/slog"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -82,4 +83,15 @@ func raftConfig(t Timing) *raft.Config {
 	rc.CommitTimeout = t.Commit
 	rc.PreVoteDisabled = false
 	return rc
+}
+
+// startTimer logs, at debug level, how long each step of a start took
+// since the one before: took(step) names the step that just ended.
+func startTimer(log *slog.Logger) (took func(step string)) {
+	last := time.Now()
+	return func(step string) {
+		now := time.Now()
+		log.Debug("start step", "step", step, "took", now.Sub(last).Round(time.Microsecond))
+		last = now
+	}
 }

@@ -74,7 +74,7 @@ type Config struct {
 	// from them (cluster.TimingFor); 1 when zero.
 	RaftTimeoutScale float64
 	// SnapshotThreshold and SnapshotInterval are Raft's (tests set them
-	// low); zero means Raft's default.
+	// low); zero means the cluster's default (cluster.Config).
 	SnapshotThreshold uint64
 	SnapshotInterval  time.Duration
 	// MaxTags bounds the number of tags (--max-tags; cluster.Config).

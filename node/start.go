@@ -67,7 +67,9 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		{"waiting for autopilot to settle this node", n.settle},
 	}
 	for _, p := range phases {
+		began := time.Now()
 		err = p.run(ctx)
+		n.log.Debug("start phase", "phase", p.name, "took", time.Since(began).Round(time.Microsecond))
 		if err == nil {
 			err = ctx.Err()
 		}

@@ -69,7 +69,7 @@ type Config struct {
 	SentinelMasters string
 
 	// SnapshotThreshold and SnapshotInterval are Raft's (0: Raft's 8192
-	// entries and 2m).
+	// entries, and cluster.DefaultSnapshotInterval).
 	SnapshotThreshold uint64
 	SnapshotInterval  time.Duration
 
@@ -148,7 +148,7 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 	fs.DurationVar(&c.DeadAfter, "dead-member-after", cluster.DefaultDeadMemberAfter,
 		"a member the leader has not heard from for this long is removed, as CLUSTER FORGET does (0: never)")
 	fs.Uint64Var(&c.SnapshotThreshold, "raft-snapshot-threshold", 0, "Raft log entries past the last snapshot that make the next one; half as many stay in the log after it (0: Raft's 8192, 10240 kept)")
-	fs.DurationVar(&c.SnapshotInterval, "raft-snapshot-interval", 0, "how often Raft checks --raft-snapshot-threshold, at a random time between it and twice it (0: Raft's 2m)")
+	fs.DurationVar(&c.SnapshotInterval, "raft-snapshot-interval", 0, "how often Raft checks --raft-snapshot-threshold, at a random time between it and twice it (0: 10s)")
 	fs.StringVar(&c.Zone, "zone", "", "failure domain of this node (a rack, zone or region): voters are spread over zones")
 	fs.Float64Var(&c.RaftTimeoutScale, "raft-timeout-scale", 1, fmt.Sprintf("multiplies every Raft timing (heartbeat and election %v, leader lease, commit) and the apply, forward and request timeouts derived from them; 1 to %d, the same on every node (raise it on a loaded machine: see docs/operations.md)", cluster.BaseElection, cluster.MaxTimeoutScale))
 	fs.BoolVar(&c.ShowVersion, "version", false, "print the version and exit")
@@ -292,7 +292,7 @@ func (c *Config) Validate() error {
 		// still joining, counts as dead and is removed.
 		return fmt.Errorf("--dead-member-after %v: 0 (never remove a member) or at least %v", c.DeadAfter, minDeadAfter)
 	case c.SnapshotInterval < 0:
-		return fmt.Errorf("--raft-snapshot-interval %v: 0 (Raft's 2m) or more", c.SnapshotInterval)
+		return fmt.Errorf("--raft-snapshot-interval %v: 0 (10s) or more", c.SnapshotInterval)
 	case !(c.RaftTimeoutScale >= 1 && c.RaftTimeoutScale <= cluster.MaxTimeoutScale):
 		return fmt.Errorf("--raft-timeout-scale %v must be between 1 and %d", c.RaftTimeoutScale, cluster.MaxTimeoutScale)
 	case len(c.Zone) > 64 || strings.ContainsAny(c.Zone, ",= \t\r\n"):

@@ -203,6 +203,17 @@ func (c *Cluster) FreeWorkers() int64 { return c.fsm.freeWorkers() }
 // Applies is the number of log entries this node proposed as leader.
 func (c *Cluster) Applies() int64 { return c.applies.Load() }
 
+// TagStoreBytes is what the state machine's Pebble store, where the tags
+// are, holds on disk and in memory (persist.Usage), in bytes; 0 and 0
+// without a store.
+func (c *Cluster) TagStoreBytes() (disk, memory uint64) {
+	if c.cfg.Store == nil {
+		return 0, 0
+	}
+	u := c.cfg.Store.Usage()
+	return u.Disk, u.Memory()
+}
+
 // DiskSpace is the free space on the data directory's file system and the
 // reserve below which the store refuses writes, in bytes; ok is false
 // where the file system cannot tell.

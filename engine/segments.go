@@ -71,7 +71,8 @@ const MaxSegmentStep = 1_000_000
 // IdleBuffer is how long a tag's buffer outlives the last value handed out
 // of it (RunIdleDrop): an idle tag is its high-water in the cluster's state
 // and nothing more on this node. A buffer is dropped between IdleBuffer and
-// 1.5 x IdleBuffer after its last value, the next request on the tag makes
+// 1.5 x IdleBuffer after its last value (sooner while the node holds more
+// than MaxBuffers), the next request on the tag makes
 // a new one (and waits for its first segment), and what the current and
 // spare segments still held is a gap.
 const IdleBuffer = time.Minute
@@ -79,6 +80,20 @@ const IdleBuffer = time.Minute
 // idleSweeps is how many sweeps, IdleBuffer/idleSweeps apart, find a buffer
 // unused before it is dropped.
 const idleSweeps = 2
+
+// MaxBuffers bounds the buffers one node holds: past it, each further
+// MaxBuffers/4 new buffers start a sweep at once (SweepIdle) instead of at
+// its time, so that the buffers of a node whose clients touch many tags
+// (a tag each made by a single INCR, say) are a bounded hot set: a buffer
+// is then dropped once two sweeps found it unused, however recent, as an
+// idle one is. About 200 bytes each (BufferBytes): 13 MiB at the bound,
+// and 1.25 x MaxBuffers buffers at most while tags are made faster than
+// the sweeps run.
+const MaxBuffers = 1 << 16
+
+// BufferBytes is about what one tag's buffer costs in memory: the buffer,
+// its entry in the set of buffers, and the tag's name of a few bytes.
+const BufferBytes = 200
 
 // Segments serves per-tag values from local double buffers: the current
 // segment and a spare fetched in the background once the current one is
@@ -89,8 +104,13 @@ type Segments struct {
 	now     Clock
 	wait    time.Duration // longest a request waits for a refill
 
-	mu   sync.RWMutex
-	tags map[string]*segmentBuffer
+	mu         sync.RWMutex
+	tags       map[string]*segmentBuffer
+	maxBuffers int // MaxBuffers; tests lower it
+	made       int // buffers made since the last early sweep; under mu
+
+	sweeping atomic.Bool    // an early sweep runs (buffer)
+	sweeps   sync.WaitGroup // early sweeps running (Close waits for them)
 
 	stopped  atomic.Pointer[error] // set by Stop: every Next answers it
 	leaseEnd atomic.Int64          // wall clock, Unix ms: buffered values are handed out only before it (0: no limit)
@@ -130,7 +150,7 @@ func NewSegments(src SegmentSource, minStep int64, now Clock) *Segments {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Segments{src: src, minStep: min(minStep, MaxSegmentStep), now: now, wait: 5 * time.Second, tags: map[string]*segmentBuffer{},
-		fillCtx: ctx, cancelFill: cancel}
+		maxBuffers: MaxBuffers, fillCtx: ctx, cancelFill: cancel}
 }
 
 // Close ends the refills in flight and waits for them: the source is not
@@ -139,6 +159,7 @@ func NewSegments(src SegmentSource, minStep int64, now Clock) *Segments {
 func (s *Segments) Close() {
 	s.cancelFill()
 	s.refills.Wait()
+	s.sweeps.Wait()
 }
 
 func (s *Segments) buffer(tag string) *segmentBuffer {
@@ -156,6 +177,16 @@ func (s *Segments) buffer(tag string) *segmentBuffer {
 	if b = s.tags[tag]; b == nil {
 		b = &segmentBuffer{step: s.minStep, cur: span{1, 0}, spare: span{1, 0}}
 		s.tags[tag] = b
+		s.made++
+		if len(s.tags) > s.maxBuffers && s.made >= s.maxBuffers/4 && s.sweeping.CompareAndSwap(false, true) {
+			s.made = 0
+			s.sweeps.Add(1)
+			go func() {
+				defer s.sweeps.Done()
+				defer s.sweeping.Store(false)
+				s.SweepIdle()
+			}()
+		}
 	}
 	b.users.Add(1)
 	return b
@@ -577,6 +608,20 @@ func (s *Segments) SweepIdle() (dropped int) {
 
 // sweepBatch is how many buffers SweepIdle drops per turn of the lock.
 const sweepBatch = 1024
+
+// Totals are the number of tags with a buffer on this node and the values
+// their buffers hold (current and spare segments), in one pass that copies
+// nothing (a scrape of the metrics).
+func (s *Segments) Totals() (buffers int, values int64) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, b := range s.tags {
+		b.mu.Lock()
+		values += max(b.cur.left(), 0) + max(b.spare.left(), 0)
+		b.mu.Unlock()
+	}
+	return len(s.tags), values
+}
 
 // Buffers is the number of tags with a buffer on this node.
 func (s *Segments) Buffers() int {

@@ -678,3 +678,37 @@ func TestPrefetchAllocatesNewTagsTogether(t *testing.T) {
 		t.Fatalf("500 new tags: %d batches, %d segments allocated; want 1 batch of 500", got, calls)
 	}
 }
+
+// TestBuffersAreABoundedHotSet: a node whose clients make tag after tag
+// (each by a single INCR) holds at most 1.25 x the bound of buffers, each
+// further quarter of the bound starting a sweep, and a tag issued from
+// between them keeps its buffer: its values follow one another.
+func TestBuffersAreABoundedHotSet(t *testing.T) {
+	s := NewSegments(&counterSource{}, 10, newFakeClock().Now)
+	defer s.Close()
+	s.maxBuffers = 64
+	ctx := context.Background()
+	most, want := 0, int64(1)
+	for i := range 1000 {
+		if _, _, err := s.Next(ctx, fmt.Sprintf("t:%d", i), 1); err != nil {
+			t.Fatal(err)
+		}
+		first, _, err := s.Next(ctx, "hot", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first != want {
+			t.Fatalf("the hot tag handed out %d after %d new tags, want %d: its buffer was dropped", first, i+1, want)
+		}
+		want++
+		waitRefills(t, s)
+		within(t, 5*time.Second, "the sweep", s.sweeps.Wait)
+		most = max(most, s.Buffers())
+	}
+	if most > 64*5/4+1 {
+		t.Fatalf("%d buffers at most, want at most %d", most, 64*5/4+1)
+	}
+	if n, _ := s.Totals(); n < 16 {
+		t.Fatalf("%d buffers left, want the recent ones kept", n)
+	}
+}

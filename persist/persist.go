@@ -163,6 +163,25 @@ func (s *Store) Room() error {
 		ErrDiskFull, free>>20, s.dir, s.reserve>>20)
 }
 
+// Usage is what the store holds, in bytes: on disk (its tables and its
+// log) and in memory (the block cache's blocks and the memtables, which
+// Pebble allocates outside the Go heap).
+type Usage struct {
+	Disk      uint64
+	Cache     uint64
+	MemTables uint64
+}
+
+// Memory is the store's memory: its cache and memtables.
+func (u Usage) Memory() uint64 { return u.Cache + u.MemTables }
+
+// Usage reads the store's figures from Pebble's metrics (a few
+// microseconds, nothing read from disk).
+func (s *Store) Usage() Usage {
+	m := s.db.Metrics()
+	return Usage{Disk: m.DiskSpaceUsage(), Cache: uint64(m.BlockCache.Size), MemTables: m.MemTable.Size + m.MemTable.ZombieSize}
+}
+
 // Dir is the data directory.
 func (s *Store) Dir() string { return s.dir }
 

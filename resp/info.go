@@ -119,10 +119,26 @@ func (s *Server) infoClients() []string {
 	}
 }
 
+// tagStore is what a ClusterNode may say of the store its tags are in:
+// bytes on disk, and bytes in memory outside the Go heap (the store's
+// cache and memtables).
+type tagStore interface {
+	TagStoreBytes() (disk, memory uint64)
+}
+
+// bufferCount is what a SegmentServer may say of its buffers: how many
+// tags hold one (engine.Segments.Buffers, without walking them).
+type bufferCount interface {
+	Buffers() int
+}
+
+// infoMemory: Redis's fields, then the tags' memory: the tag store's
+// (outside used_memory, inside used_memory_rss), its size on disk, and
+// the segment buffers (about engine.BufferBytes each, inside used_memory).
 func (s *Server) infoMemory() []string {
 	used, rss := s.usedMemory(), residentMemory()
 	peak := s.instant.peakMemory.Load()
-	return []string{
+	lines := []string{
 		kv("used_memory", used),
 		kv("used_memory_human", humanBytes(used)),
 		kv("used_memory_rss", rss),
@@ -132,6 +148,22 @@ func (s *Server) infoMemory() []string {
 		kv("maxmemory", 0),
 		kv("maxmemory_policy", "noeviction"),
 	}
+	if st, ok := s.cfg.Cluster.(tagStore); ok {
+		disk, mem := st.TagStoreBytes()
+		lines = append(lines,
+			kv("tag_store_memory", mem),
+			kv("tag_store_memory_human", humanBytes(int64(mem))),
+			kv("tag_store_disk", disk),
+			kv("tag_store_disk_human", humanBytes(int64(disk))))
+	}
+	if bc, ok := s.cfg.Segments.(bufferCount); ok {
+		n := bc.Buffers()
+		lines = append(lines,
+			kv("segment_buffers", n),
+			kv("segment_buffers_memory", int64(n)*engine.BufferBytes),
+			kv("segment_buffers_memory_human", humanBytes(int64(n)*engine.BufferBytes)))
+	}
+	return lines
 }
 
 func (s *Server) infoPersistence() []string {

@@ -149,6 +149,8 @@ var (
 	descMaxTags   = prometheus.NewDesc("idserver_max_tags", "The cluster's bound on tags (--max-tags) as this node applied it; 0: none.", nil, nil)
 	descBufTags   = prometheus.NewDesc("idserver_segment_buffered_tags", "Tags with segments buffered on this node.", nil, nil)
 	descBuffered  = prometheus.NewDesc("idserver_segment_buffered_values", "Values buffered on this node over all tags (current and spare segments).", nil, nil)
+	descBufBytes  = prometheus.NewDesc("idserver_segment_buffer_bytes", "Memory of this node's segment buffers, about engine.BufferBytes each (INFO memory segment_buffers_memory).", nil, nil)
+	descTagStore  = prometheus.NewDesc("idserver_tag_store_bytes", "The tag store (Pebble): bytes on disk, and in memory outside the Go heap (block cache and memtables) (INFO memory tag_store_disk, tag_store_memory).", []string{"where"}, nil)
 	descVoters    = prometheus.NewDesc("idserver_raft_voters", "Voters in this node's latest Raft configuration.", nil, nil)
 	descMembers   = prometheus.NewDesc("idserver_members", "Members by health, as the leader's autopilot sees them (unknown: no view yet).", []string{"health"}, nil)
 	descFree      = prometheus.NewDesc("idserver_worker_ids_free", "Worker IDs no member holds.", nil, nil)
@@ -165,7 +167,7 @@ var (
 func (m *metricsServer) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descCommands, descCmdErrors, descLatency, descErrors, descIDs, descValues,
 		descClients, descConns, descRejected, descSlow, descBorrow, descHeadroom, descLease, descSyncWaits, descTimeLeft, descLeader, descTerm, descApplied, descApplies,
-		descTags, descMaxTags, descBufTags, descBuffered, descVoters, descMembers, descFree, descAuthFail, descTLSExpiry, descDiskSync, descCommit, descSlowDisk, descHandoffs} {
+		descTags, descMaxTags, descBufTags, descBuffered, descBufBytes, descTagStore, descVoters, descMembers, descFree, descAuthFail, descTLSExpiry, descDiskSync, descCommit, descSlowDisk, descHandoffs} {
 		ch <- d
 	}
 	for _, d := range healthDescs {
@@ -250,13 +252,13 @@ func (m *metricsServer) Collect(ch chan<- prometheus.Metric) {
 	counter(descHandoffs, float64(cs.Disk.Handoffs))
 	gauge(descTags, float64(src.cl.Size()))
 	gauge(descMaxTags, float64(cs.MaxTags))
-	buffers := src.segs.Status()
-	buffered := 0.0
-	for _, s := range buffers {
-		buffered += float64(s.Left + s.SpareLeft)
-	}
-	gauge(descBufTags, float64(len(buffers)))
-	gauge(descBuffered, buffered)
+	buffers, buffered := src.segs.Totals()
+	gauge(descBufTags, float64(buffers))
+	gauge(descBuffered, float64(buffered))
+	gauge(descBufBytes, float64(buffers*engine.BufferBytes))
+	disk, mem := src.cl.TagStoreBytes()
+	gauge(descTagStore, float64(disk), "disk")
+	gauge(descTagStore, float64(mem), "memory")
 	collectHealth(src, cs, st, gauge)
 }
 

@@ -181,3 +181,64 @@ func probe(t *testing.T, url string) (int, string) {
 	b, _ := io.ReadAll(res.Body)
 	return res.StatusCode, string(b)
 }
+
+// TestTagMemoryInInfoAndMetrics: /metrics and INFO memory say how many
+// tags there are and what they hold, on disk and in memory, and the
+// figures move when tags are made.
+func TestTagMemoryInInfoAndMetrics(t *testing.T) {
+	maddr := "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t))
+	p := systest.StartProc(t, t.TempDir(), "--metrics-addr", maddr, "--max-tags", "0")
+	rdb := p.Client()
+	ctx := context.Background()
+	infoMemory := func() map[string]float64 {
+		t.Helper()
+		info, err := rdb.Info(ctx, "memory").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fields := map[string]float64{}
+		for _, line := range strings.Split(info, "\r\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok {
+				if f, err := strconv.ParseFloat(v, 64); err == nil {
+					fields[k] = f
+				}
+			}
+		}
+		return fields
+	}
+	const disk, mem = `idserver_tag_store_bytes{where="disk"}`, `idserver_tag_store_bytes{where="memory"}`
+	before := systest.Scrape(t, "http://"+maddr+"/metrics")
+	infoBefore := infoMemory()
+	const tags = 20000
+	for i := 0; i < tags; i += 1000 {
+		pipe := rdb.Pipeline()
+		for j := i; j < i+1000; j++ {
+			pipe.Incr(ctx, "order:"+strconv.Itoa(j))
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := systest.Scrape(t, "http://"+maddr+"/metrics")
+	infoAfter := infoMemory()
+	value := func(text, sample string) float64 { return systest.MetricValue(t, text, sample) }
+	if got := value(after, "idserver_tags") - value(before, "idserver_tags"); got != tags {
+		t.Errorf("idserver_tags moved by %v, want %d", got, tags)
+	}
+	if value(after, disk) <= value(before, disk) || value(after, mem) <= 0 {
+		t.Errorf("idserver_tag_store_bytes: disk %v then %v, memory %v then %v: want disk to grow and memory above 0",
+			value(before, disk), value(after, disk), value(before, mem), value(after, mem))
+	}
+	if got := value(after, "idserver_segment_buffer_bytes") - value(before, "idserver_segment_buffer_bytes"); got < tags*100 {
+		t.Errorf("idserver_segment_buffer_bytes moved by %v for %d new buffers", got, tags)
+	}
+	for _, k := range []string{"tag_store_memory", "tag_store_disk", "segment_buffers", "segment_buffers_memory"} {
+		if _, ok := infoAfter[k]; !ok {
+			t.Fatalf("INFO memory has no %s: %v", k, infoAfter)
+		}
+	}
+	if infoAfter["tag_store_disk"] <= infoBefore["tag_store_disk"] || infoAfter["tag_store_memory"] <= 0 ||
+		infoAfter["segment_buffers"]-infoBefore["segment_buffers"] < tags {
+		t.Errorf("INFO memory did not move with %d tags: before %v, after %v", tags, infoBefore, infoAfter)
+	}
+}

@@ -712,3 +712,49 @@ func TestBuffersAreABoundedHotSet(t *testing.T) {
 		t.Fatalf("%d buffers left, want the recent ones kept", n)
 	}
 }
+
+// stepSource records the largest segment asked for and how many were.
+type stepSource struct {
+	counterSource
+	largest atomic.Int64
+}
+
+func (s *stepSource) Allocate(ctx context.Context, tag string, n int64) (int64, int64, error) {
+	if n > s.largest.Load() {
+		s.largest.Store(n)
+	}
+	return s.counterSource.Allocate(ctx, tag, n)
+}
+
+// A tag drawn a thousand values a request, as fast as it goes, costs few
+// refills: its step grows to MaxSegmentStep and no further.
+func TestSegmentsStepGrowsToItsBoundForAFastTag(t *testing.T) {
+	src := &stepSource{}
+	s := NewSegments(src, 1000, newFakeClock().Now) // the clock stands: every segment lasts under 2s
+	defer s.Close()
+	const n, values = 1000, 1_000_000_000
+	var last int64
+	for range values / n {
+		first, l, err := s.Next(context.Background(), "fast", n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first <= last || l-first+1 != n {
+			t.Fatalf("got %d..%d after %d", first, l, last)
+		}
+		last = l
+	}
+	waitRefills(t, s)
+	if got := src.largest.Load(); got != MaxSegmentStep {
+		t.Fatalf("largest segment asked for: %d, want the bound %d", got, MaxSegmentStep)
+	}
+	src.mu.Lock()
+	calls := src.calls
+	src.mu.Unlock()
+	// Doubling from 1000 to the bound takes 17 segments, then one per
+	// 100,000,000 values: a tag drawn at 400M values/s (NEXTSEG 1000 at
+	// P32) costs a few Raft entries a second, not hundreds.
+	if want := 40; calls > want {
+		t.Fatalf("%d refills for %d values of NEXTSEG %d, want at most %d", calls, values, n, want)
+	}
+}

@@ -27,7 +27,7 @@ const (
 	entryJoin   byte = 3 // node ID, raft address, RESP address, now ms, lease ms[, zone[, boot]]: a new member, with a worker ID and its first lease
 	entryForget byte = 4 // node ID: gone for good, its worker ID free for reuse above its last lease
 	// 5 is retired: this build writes none, and no other entry takes the number.
-	entryInit  byte = 6 // cluster ID, layout: the cluster's identity, once, at bootstrap
+	entryInit  byte = 6 // cluster ID, layout[, tag format]: the cluster's identity, once, at bootstrap (no tag format: tagFormatJSON)
 	entryLease byte = 7 // node ID, worker ID, end ms[, incarnation]: extend the node's lease on its worker ID (incarnation: incarnation.go)
 	entryAddrs byte = 8 // node ID, raft address, RESP address[, zone]: a member's new addresses (and zone)
 	// entryRecover: node ID, now ms, value skip, time skip, new cluster ID:
@@ -195,6 +195,11 @@ type meta struct {
 	// without it (0) is counted when opened, and a restore counts the tags
 	// it writes.
 	TagCount int `json:"tag_count,omitempty"`
+	// TagFormat is how tag records and Raft snapshots are written
+	// (tagrecord.go): tagFormatCompact in a cluster whose identity a build
+	// that reads it stored, tagFormatJSON (what every build reads) in one
+	// an older build created.
+	TagFormat int `json:"tag_format,omitempty"`
 }
 
 // allocItem is one request in an entryAlloc, and allocResult its answer.
@@ -338,29 +343,7 @@ func (f *fsm) putTag(b *persist.Batch, tag string, t tagState, existed bool) {
 		f.meta.TagCount++
 	}
 	f.pending[tag] = t
-	b.Set(keyTagBase+tag, encodeTag(t))
-}
-
-// A tag is stored as 0xff and its JSON. A store written before SET could
-// lower a tag holds 16 bytes, max_id and floor, with no record of who was
-// allocated what: all of it counts as possibly issued.
-func encodeTag(t tagState) []byte {
-	b, _ := json.Marshal(t)
-	return append([]byte{0xff}, b...)
-}
-
-func decodeTag(v []byte) (tagState, error) {
-	var t tagState
-	switch {
-	case len(v) > 0 && v[0] == 0xff:
-		err := json.Unmarshal(v[1:], &t)
-		return t, err
-	case len(v) == 16:
-		t.MaxID, t.Floor = int64(binary.BigEndian.Uint64(v)), int64(binary.BigEndian.Uint64(v[8:]))
-		t.Bound = t.MaxID
-		return t, nil
-	}
-	return t, fmt.Errorf("%d bytes", len(v))
+	b.Set(keyTagBase+tag, encodeTag(t, f.meta.TagFormat))
 }
 
 // Apply implements raft.FSM.
@@ -742,7 +725,7 @@ func (f *fsm) applyRecover(d *decoder, b *persist.Batch, ch *changes) any {
 		t.MaxID = t.high() + min(skipValues, math.MaxInt64-t.high())
 		t.Bound = t.MaxID // lost entries may have allocated (and issued) up to here
 		t.Rev++
-		b.Set(k, encodeTag(t))
+		b.Set(k, encodeTag(t, f.meta.TagFormat))
 		return nil
 	})
 	if err != nil {
@@ -769,11 +752,15 @@ func (f *fsm) applyRecover(d *decoder, b *persist.Batch, ch *changes) any {
 
 func (f *fsm) applyInit(d *decoder, b *persist.Batch, _ *changes) any {
 	id, layout := d.string(), d.string()
+	format := tagFormatJSON
+	if len(d.b) > 0 {
+		format = int(d.uvarint())
+	}
 	d.end()
 	if f.meta.Cluster != "" {
 		return nil // the identity is set once
 	}
-	f.meta.Cluster, f.meta.Layout = id, layout
+	f.meta.Cluster, f.meta.Layout, f.meta.TagFormat = id, layout, min(format, tagFormatCompact)
 	return nil
 }
 

@@ -51,6 +51,10 @@ const (
 	// entryFloors: count, then (tag, v, rev) count times: raise each tag to
 	// at least v, all or none (floors.go).
 	entryFloors byte = 16
+	// entryAllocRuns: count, then runs of (node, boot, k, k times (tag,
+	// n)) holding count items in all: entryAllocBy with each node and boot
+	// written once per run (allocruns.go).
+	entryAllocRuns byte = 17
 )
 
 // Keys of the state machine in Pebble. fsmPrefix keys are replaced whole
@@ -491,6 +495,8 @@ var applyTable = map[byte]func(*fsm, *decoder, *persist.Batch, *changes) any{
 	entryMaxTags: (*fsm).applyMaxTags,
 	entryFloors:  (*fsm).applyFloors,
 
+	entryAllocRuns: (*fsm).applyAllocRuns,
+
 	// Public IDs.
 	entryPublicKey: (*fsm).applyPublicKey,
 }
@@ -515,38 +521,42 @@ func (f *fsm) allocate(d *decoder, b *persist.Batch, by bool) any {
 		if by {
 			node, boot = d.string(), d.uvarint()
 		}
-		t, existed := f.tagOrBase(tag)
-		if !existed {
-			if err := f.tagRoom(1); err != nil {
-				results = append(results, allocResult{Err: err})
-				continue
-			}
-		}
-		if n < 1 || t.high() > math.MaxInt64-n {
-			results = append(results, allocResult{Err: engine.ErrOverflow})
-			continue
-		}
-		first := t.high() + 1
-		t.MaxID = t.high() + n
-		t.Rev++
-		if node == "" {
-			t.Bound = t.MaxID
-		} else {
-			if t.Nodes == nil {
-				t.Nodes = map[string]nodeAlloc{}
-			}
-			na := t.Nodes[node]
-			if na.Boot != boot {
-				na.Before = max(na.Before, na.Last)
-			}
-			na.Boot, na.Last = boot, t.MaxID
-			t.Nodes[node] = na
-		}
-		f.putTag(b, tag, t, existed)
-		results = append(results, allocResult{First: first, Last: t.MaxID})
+		results = append(results, f.allocateOne(b, tag, n, node, boot))
 	}
 	d.end()
 	return results
+}
+
+// allocateOne allocates n values of tag to node in its process boot (no
+// node: to nodes no longer tracked).
+func (f *fsm) allocateOne(b *persist.Batch, tag string, n int64, node string, boot uint64) allocResult {
+	t, existed := f.tagOrBase(tag)
+	if !existed {
+		if err := f.tagRoom(1); err != nil {
+			return allocResult{Err: err}
+		}
+	}
+	if n < 1 || t.high() > math.MaxInt64-n {
+		return allocResult{Err: engine.ErrOverflow}
+	}
+	first := t.high() + 1
+	t.MaxID = t.high() + n
+	t.Rev++
+	if node == "" {
+		t.Bound = t.MaxID
+	} else {
+		if t.Nodes == nil {
+			t.Nodes = map[string]nodeAlloc{}
+		}
+		na := t.Nodes[node]
+		if na.Boot != boot {
+			na.Before = max(na.Before, na.Last)
+		}
+		na.Boot, na.Last = boot, t.MaxID
+		t.Nodes[node] = na
+	}
+	f.putTag(b, tag, t, existed)
+	return allocResult{First: first, Last: t.MaxID}
 }
 
 // applySet sets a tag to v. An entry with a rev was checked by the leader

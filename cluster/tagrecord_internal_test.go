@@ -211,3 +211,49 @@ func readAll(t *testing.T, rc io.ReadCloser) []byte {
 }
 
 var _ = persist.ErrCorrupt
+
+// entryAllocRuns allocates what entryAllocBy of the same items does, in
+// fewer bytes, and only a compact cluster's leader writes it.
+func TestAllocRunsAllocateAsAllocBy(t *testing.T) {
+	var items []allocItem
+	for i := range 300 {
+		node := []string{"0123456789abcdef", "fedcba9876543210"}[i/100%2]
+		items = append(items, allocItem{Tag: fmt.Sprintf("t:%d", i%250), N: int64(i%7 + 1), Node: node, Boot: uint64(i/150+1) << 62})
+	}
+	by := newEntry(entryAllocBy).uvarint(uint64(len(items)))
+	for _, it := range items {
+		by = by.string(it.Tag).varint(it.N).string(it.Node).uvarint(it.Boot)
+	}
+	runs := allocRunsEntry(items)
+	if len(runs) > len(by)/2 {
+		t.Fatalf("entryAllocRuns of %d items: %d bytes, entryAllocBy %d", len(items), len(runs), len(by))
+	}
+	var states [][]byte
+	var answers [][]allocResult
+	for _, e := range []encoder{by, runs} {
+		f, _ := newFSM(openStore(t), 3)
+		applyEntry(t, f, 1, newEntry(entryInit).string("c1").string("layout").uvarint(tagFormatCompact))
+		applyEntry(t, f, 2, newEntry(entrySet).string("t:3").varint(1000))
+		answers = append(answers, applyEntry(t, f, 3, e).([]allocResult))
+		st, _ := f.stateJSON()
+		states = append(states, st)
+		if got := (&Cluster{fsm: f}).allocEntry(items); !bytes.Equal(got, runs) {
+			t.Fatal("the leader of a compact cluster does not write entryAllocRuns")
+		}
+	}
+	if !reflect.DeepEqual(answers[0], answers[1]) || !bytes.Equal(states[0], states[1]) {
+		t.Fatalf("entryAllocRuns answered %v, entryAllocBy %v; same state %v", answers[1][:3], answers[0][:3], bytes.Equal(states[0], states[1]))
+	}
+	f, _ := newFSM(openStore(t), 3)
+	applyEntry(t, f, 1, newEntry(entryInit).string("c1").string("layout"))
+	if got := (&Cluster{fsm: f}).allocEntry(items); !bytes.Equal(got, by) {
+		t.Fatal("the leader of a cluster an older build created writes another entry than entryAllocBy")
+	}
+	// A run that claims more items than the entry holds is malformed.
+	defer func() {
+		if recover() == nil {
+			t.Fatal("a malformed entryAllocRuns was applied")
+		}
+	}()
+	applyEntry(t, f, 2, newEntry(entryAllocRuns).uvarint(1).string("n").uvarint(1).uvarint(2).string("a").varint(1).string("b").varint(1))
+}

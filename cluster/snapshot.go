@@ -129,23 +129,23 @@ const compactMagic = "\x00idsnap\x01"
 //	per tag in key order: uvarint len(name)+1, name, uvarint len, record,
 //	0, uvarint the number of tags
 //
-// where each record is a compact tag record (tagrecord.go).
+// where each record is a compact tag record (tagrecord.go) whose nodes
+// and boots are numbered (nodeRefs).
 func writeCompactState(w io.Writer, snap *persist.Snapshot, mb []byte) error {
 	ew := errWriter{w: w}
 	ew.write([]byte(compactMagic))
 	ew.write(binary.AppendUvarint(nil, uint64(len(mb))))
 	ew.write(mb)
-	var buf []byte
+	var buf, v []byte
+	var refs nodeRefs
 	count := uint64(0)
-	err := snap.Scan(keyTagBase, func(k string, v []byte) error {
+	err := snap.Scan(keyTagBase, func(k string, stored []byte) error {
 		name := k[len(keyTagBase):]
-		if len(v) == 0 || v[0] != tagCompact {
-			t, err := decodeTag(v)
-			if err != nil {
-				return fmt.Errorf("%w: %s: %v", persist.ErrCorrupt, k, err)
-			}
-			v = appendCompactTag(nil, t)
+		t, err := decodeTag(stored)
+		if err != nil {
+			return fmt.Errorf("%w: %s: %v", persist.ErrCorrupt, k, err)
 		}
+		v = appendTag(v[:0], t, &refs)
 		buf = binary.AppendUvarint(buf[:0], uint64(len(name))+1)
 		buf = append(buf, name...)
 		buf = binary.AppendUvarint(buf, uint64(len(v)))
@@ -370,6 +370,7 @@ func readCompactState(r *bufio.Reader, w *restoreWriter) (meta, error) {
 		return m, fmt.Errorf("meta: %w", err)
 	}
 	count := uint64(0)
+	var refs nodeRefs
 	for {
 		n, err := binary.ReadUvarint(r)
 		if err != nil {
@@ -390,14 +391,14 @@ func readCompactState(r *bufio.Reader, w *restoreWriter) (meta, error) {
 		if err != nil {
 			return m, fmt.Errorf("tag %q: %w", name, err)
 		}
-		t, err := decodeTag(v)
-		if err != nil || len(v) == 0 || v[0] != tagCompact {
-			return m, fmt.Errorf("tag %q: not a compact record: %v", name, err)
+		if len(v) == 0 || v[0] != tagCompact {
+			return m, fmt.Errorf("tag %q: not a compact record", name)
 		}
-		if m.TagFormat < tagFormatCompact {
-			v = encodeTag(t, m.TagFormat)
+		t, err := decodeCompactTag(v[1:], &refs)
+		if err != nil {
+			return m, fmt.Errorf("tag %q: %w", name, err)
 		}
-		if err := w.put(string(name), v); err != nil {
+		if err := w.put(string(name), encodeTag(t, m.TagFormat)); err != nil {
 			return m, err
 		}
 		count++

@@ -52,6 +52,12 @@ func encodeTag(t tagState, format int) []byte {
 }
 
 func appendCompactTag(b []byte, t tagState) []byte {
+	return appendTag(b, t, nil)
+}
+
+// appendTag appends t's compact record; with refs, each node and boot is
+// written as its number in refs (nodeRefs).
+func appendTag(b []byte, t tagState, refs *nodeRefs) []byte {
 	var flags byte
 	if t.Floor != 0 {
 		flags |= tagHasFloor
@@ -82,9 +88,13 @@ func appendCompactTag(b []byte, t tagState) []byte {
 	slices.Sort(names)
 	for _, name := range names {
 		n := t.Nodes[name]
-		b = binary.AppendUvarint(b, uint64(len(name)))
-		b = append(b, name...)
-		b = binary.BigEndian.AppendUint64(b, n.Boot)
+		if refs != nil {
+			b = refs.append(b, nodeRef{name, n.Boot})
+		} else {
+			b = binary.AppendUvarint(b, uint64(len(name)))
+			b = append(b, name...)
+			b = binary.BigEndian.AppendUint64(b, n.Boot)
+		}
 		b = binary.AppendVarint(b, t.MaxID-n.Last)
 		b = binary.AppendVarint(b, n.Before)
 	}
@@ -98,7 +108,7 @@ func decodeTag(v []byte) (tagState, error) {
 		err := json.Unmarshal(v[1:], &t)
 		return t, err
 	case len(v) > 0 && v[0] == tagCompact:
-		return decodeCompactTag(v[1:])
+		return decodeCompactTag(v[1:], nil)
 	case len(v) == 16:
 		t.MaxID, t.Floor = int64(binary.BigEndian.Uint64(v)), int64(binary.BigEndian.Uint64(v[8:]))
 		t.Bound = t.MaxID
@@ -109,7 +119,9 @@ func decodeTag(v []byte) (tagState, error) {
 
 var errShortTag = errors.New("compact tag record cut short")
 
-func decodeCompactTag(v []byte) (tagState, error) {
+// decodeCompactTag reads a compact record after its first byte; with
+// refs, its nodes and boots are numbers in refs.
+func decodeCompactTag(v []byte, refs *nodeRefs) (tagState, error) {
 	var t tagState
 	r := recordReader{b: v}
 	flags := r.byte()
@@ -132,12 +144,17 @@ func decodeCompactTag(v []byte) (tagState, error) {
 			if r.err != nil {
 				break
 			}
-			name := r.bytes(r.uvarint())
-			var n nodeAlloc
-			n.Boot = binary.BigEndian.Uint64(r.bytes(8))
+			var ref nodeRef
+			if refs != nil {
+				ref = refs.read(&r)
+			} else {
+				ref.node = string(r.bytes(r.uvarint()))
+				ref.boot = binary.BigEndian.Uint64(r.bytes(8))
+			}
+			n := nodeAlloc{Boot: ref.boot}
 			n.Last = t.MaxID - r.varint()
 			n.Before = r.varint()
-			t.Nodes[string(name)] = n
+			t.Nodes[ref.node] = n
 		}
 	}
 	if r.err == nil && len(r.b) != 0 {
@@ -212,4 +229,53 @@ func cmpErr(err, or error) error {
 		return err
 	}
 	return or
+}
+
+// nodeRefs numbers the (node, boot) pairs of a compact snapshot in the
+// order they first appear in it: a tag names a pair by its number, and the
+// first to name it also writes it (uvarint len, node, 8 bytes boot) after
+// the number. A snapshot's tags are allocated to a few nodes in a few
+// processes each, so most name a pair in a byte.
+type nodeRefs struct {
+	index map[nodeRef]uint64 // the writer's
+	list  []nodeRef          // the reader's
+}
+
+type nodeRef struct {
+	node string
+	boot uint64
+}
+
+func (refs *nodeRefs) append(b []byte, ref nodeRef) []byte {
+	if i, ok := refs.index[ref]; ok {
+		return binary.AppendUvarint(b, i)
+	}
+	if refs.index == nil {
+		refs.index = map[nodeRef]uint64{}
+	}
+	i := uint64(len(refs.index))
+	refs.index[ref] = i
+	b = binary.AppendUvarint(b, i)
+	b = binary.AppendUvarint(b, uint64(len(ref.node)))
+	b = append(b, ref.node...)
+	return binary.BigEndian.AppendUint64(b, ref.boot)
+}
+
+func (refs *nodeRefs) read(r *recordReader) nodeRef {
+	i := r.uvarint()
+	switch {
+	case r.err != nil:
+		return nodeRef{}
+	case i < uint64(len(refs.list)):
+		return refs.list[i]
+	case i > uint64(len(refs.list)):
+		r.err = fmt.Errorf("node %d named before node %d", i, len(refs.list))
+		return nodeRef{}
+	}
+	ref := nodeRef{node: string(r.bytes(r.uvarint()))}
+	ref.boot = binary.BigEndian.Uint64(r.bytes(8))
+	if r.err == nil {
+		refs.list = append(refs.list, ref)
+	}
+	return ref
 }

@@ -155,7 +155,7 @@ func TestCompactSnapshotRoundTrips(t *testing.T) {
 	}
 	t.Logf("%d tags: compact snapshot %d bytes (%.1f a tag above its name), JSON %d bytes (%.1f)",
 		n, len(snap), float64(len(snap)-names)/n, len(state), float64(len(state)-names)/n)
-	if per := float64(len(snap)-names) / n; per > 40 {
+	if per := float64(len(snap)-names) / n; per > 16 {
 		t.Fatalf("the compact snapshot takes %.1f bytes a tag above its name", per)
 	}
 

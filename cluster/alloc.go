@@ -138,13 +138,11 @@ func (c *Cluster) runGroupCommit() {
 				break drain
 			}
 		}
-		e := newEntry(entryAllocBy).uvarint(uint64(items))
+		all := make([]allocItem, 0, items)
 		for _, r := range batch {
-			for _, it := range r.items {
-				e = e.string(it.Tag).varint(it.N).string(it.Node).uvarint(it.Boot)
-			}
+			all = append(all, r.items...)
 		}
-		resp, err := c.apply(e)
+		resp, err := c.apply(c.allocEntry(all))
 		results, _ := resp.([]allocResult)
 		if err == nil && len(results) != items {
 			err = noLeader(ErrNotApplied, "allocation lost its answer")

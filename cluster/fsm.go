@@ -27,7 +27,7 @@ const (
 	entryJoin   byte = 3 // node ID, raft address, RESP address, now ms, lease ms[, zone[, boot]]: a new member, with a worker ID and its first lease
 	entryForget byte = 4 // node ID: gone for good, its worker ID free for reuse above its last lease
 	// 5 is retired: this build writes none, and no other entry takes the number.
-	entryInit  byte = 6 // cluster ID, layout: the cluster's identity, once, at bootstrap
+	entryInit  byte = 6 // cluster ID, layout[, tag format]: the cluster's identity, once, at bootstrap (no tag format: tagFormatJSON)
 	entryLease byte = 7 // node ID, worker ID, end ms[, incarnation]: extend the node's lease on its worker ID (incarnation: incarnation.go)
 	entryAddrs byte = 8 // node ID, raft address, RESP address[, zone]: a member's new addresses (and zone)
 	// entryRecover: node ID, now ms, value skip, time skip, new cluster ID:
@@ -51,6 +51,10 @@ const (
 	// entryFloors: count, then (tag, v, rev) count times: raise each tag to
 	// at least v, all or none (floors.go).
 	entryFloors byte = 16
+	// entryAllocRuns: count, then runs of (node, boot, k, k times (tag,
+	// n)) holding count items in all: entryAllocBy with each node and boot
+	// written once per run (allocruns.go).
+	entryAllocRuns byte = 17
 )
 
 // Keys of the state machine in Pebble. fsmPrefix keys are replaced whole
@@ -195,6 +199,11 @@ type meta struct {
 	// without it (0) is counted when opened, and a restore counts the tags
 	// it writes.
 	TagCount int `json:"tag_count,omitempty"`
+	// TagFormat is how tag records and Raft snapshots are written
+	// (tagrecord.go): tagFormatCompact in a cluster whose identity a build
+	// that reads it stored, tagFormatJSON (what every build reads) in one
+	// an older build created.
+	TagFormat int `json:"tag_format,omitempty"`
 }
 
 // allocItem is one request in an entryAlloc, and allocResult its answer.
@@ -338,29 +347,7 @@ func (f *fsm) putTag(b *persist.Batch, tag string, t tagState, existed bool) {
 		f.meta.TagCount++
 	}
 	f.pending[tag] = t
-	b.Set(keyTagBase+tag, encodeTag(t))
-}
-
-// A tag is stored as 0xff and its JSON. A store written before SET could
-// lower a tag holds 16 bytes, max_id and floor, with no record of who was
-// allocated what: all of it counts as possibly issued.
-func encodeTag(t tagState) []byte {
-	b, _ := json.Marshal(t)
-	return append([]byte{0xff}, b...)
-}
-
-func decodeTag(v []byte) (tagState, error) {
-	var t tagState
-	switch {
-	case len(v) > 0 && v[0] == 0xff:
-		err := json.Unmarshal(v[1:], &t)
-		return t, err
-	case len(v) == 16:
-		t.MaxID, t.Floor = int64(binary.BigEndian.Uint64(v)), int64(binary.BigEndian.Uint64(v[8:]))
-		t.Bound = t.MaxID
-		return t, nil
-	}
-	return t, fmt.Errorf("%d bytes", len(v))
+	b.Set(keyTagBase+tag, encodeTag(t, f.meta.TagFormat))
 }
 
 // Apply implements raft.FSM.
@@ -508,6 +495,8 @@ var applyTable = map[byte]func(*fsm, *decoder, *persist.Batch, *changes) any{
 	entryMaxTags: (*fsm).applyMaxTags,
 	entryFloors:  (*fsm).applyFloors,
 
+	entryAllocRuns: (*fsm).applyAllocRuns,
+
 	// Public IDs.
 	entryPublicKey: (*fsm).applyPublicKey,
 }
@@ -532,38 +521,42 @@ func (f *fsm) allocate(d *decoder, b *persist.Batch, by bool) any {
 		if by {
 			node, boot = d.string(), d.uvarint()
 		}
-		t, existed := f.tagOrBase(tag)
-		if !existed {
-			if err := f.tagRoom(1); err != nil {
-				results = append(results, allocResult{Err: err})
-				continue
-			}
-		}
-		if n < 1 || t.high() > math.MaxInt64-n {
-			results = append(results, allocResult{Err: engine.ErrOverflow})
-			continue
-		}
-		first := t.high() + 1
-		t.MaxID = t.high() + n
-		t.Rev++
-		if node == "" {
-			t.Bound = t.MaxID
-		} else {
-			if t.Nodes == nil {
-				t.Nodes = map[string]nodeAlloc{}
-			}
-			na := t.Nodes[node]
-			if na.Boot != boot {
-				na.Before = max(na.Before, na.Last)
-			}
-			na.Boot, na.Last = boot, t.MaxID
-			t.Nodes[node] = na
-		}
-		f.putTag(b, tag, t, existed)
-		results = append(results, allocResult{First: first, Last: t.MaxID})
+		results = append(results, f.allocateOne(b, tag, n, node, boot))
 	}
 	d.end()
 	return results
+}
+
+// allocateOne allocates n values of tag to node in its process boot (no
+// node: to nodes no longer tracked).
+func (f *fsm) allocateOne(b *persist.Batch, tag string, n int64, node string, boot uint64) allocResult {
+	t, existed := f.tagOrBase(tag)
+	if !existed {
+		if err := f.tagRoom(1); err != nil {
+			return allocResult{Err: err}
+		}
+	}
+	if n < 1 || t.high() > math.MaxInt64-n {
+		return allocResult{Err: engine.ErrOverflow}
+	}
+	first := t.high() + 1
+	t.MaxID = t.high() + n
+	t.Rev++
+	if node == "" {
+		t.Bound = t.MaxID
+	} else {
+		if t.Nodes == nil {
+			t.Nodes = map[string]nodeAlloc{}
+		}
+		na := t.Nodes[node]
+		if na.Boot != boot {
+			na.Before = max(na.Before, na.Last)
+		}
+		na.Boot, na.Last = boot, t.MaxID
+		t.Nodes[node] = na
+	}
+	f.putTag(b, tag, t, existed)
+	return allocResult{First: first, Last: t.MaxID}
 }
 
 // applySet sets a tag to v. An entry with a rev was checked by the leader
@@ -742,7 +735,7 @@ func (f *fsm) applyRecover(d *decoder, b *persist.Batch, ch *changes) any {
 		t.MaxID = t.high() + min(skipValues, math.MaxInt64-t.high())
 		t.Bound = t.MaxID // lost entries may have allocated (and issued) up to here
 		t.Rev++
-		b.Set(k, encodeTag(t))
+		b.Set(k, encodeTag(t, f.meta.TagFormat))
 		return nil
 	})
 	if err != nil {
@@ -769,11 +762,15 @@ func (f *fsm) applyRecover(d *decoder, b *persist.Batch, ch *changes) any {
 
 func (f *fsm) applyInit(d *decoder, b *persist.Batch, _ *changes) any {
 	id, layout := d.string(), d.string()
+	format := tagFormatJSON
+	if len(d.b) > 0 {
+		format = int(d.uvarint())
+	}
 	d.end()
 	if f.meta.Cluster != "" {
 		return nil // the identity is set once
 	}
-	f.meta.Cluster, f.meta.Layout = id, layout
+	f.meta.Cluster, f.meta.Layout, f.meta.TagFormat = id, layout, min(format, tagFormatCompact)
 	return nil
 }
 

@@ -72,7 +72,7 @@ func (c *Cluster) watchRole() {
 		case <-tick.C:
 		}
 		if id, _ := c.fsm.identity(); id == "" && c.IsLeader() && c.ClusterID() != "" {
-			if _, err := c.apply(newEntry(entryInit).string(c.ClusterID()).string(c.cfg.Layout.String())); err != nil {
+			if _, err := c.apply(newEntry(entryInit).string(c.ClusterID()).string(c.cfg.Layout.String()).uvarint(tagFormatCompact)); err != nil {
 				c.log.Warn("cannot store the cluster identity yet", "err", err)
 			}
 		}

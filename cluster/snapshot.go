@@ -1,20 +1,24 @@
 package cluster
 
 // Raft snapshots of the state machine, streamed both ways. A snapshot is
-// written from a Pebble snapshot, without the state machine's lock, in the
+// written from a Pebble snapshot, without the state machine's lock. A
+// cluster whose meta says tagFormatCompact (one created by a build that
+// reads it) writes the compact shape of writeCompactState: the meta, then
+// each tag's name and compact record in key order. Any other writes the
 // JSON shape of snapshotJSON (tagjson.go), which every build reads: the
 // meta, then "tags" in key order, then "tag_bytes" for names that are not
-// UTF-8. A restore reads it a tag at a time and writes it in batches of at
-// most restoreBatchBytes: the first batch removes the state machine's keys
-// (meta included), the last writes the meta, synced. A restore cut between
-// them leaves a store with no meta, whose applied index is 0: Raft's
-// snapshot is above it, and the next start restores it again
-// (restoreOnStart).
+// UTF-8. A restore reads either, told apart by the first bytes, a tag at a
+// time, and writes it in batches of at most restoreBatchBytes: the first
+// batch removes the state machine's keys (meta included), the last writes
+// the meta, synced. A restore cut between them leaves a store with no
+// meta, whose applied index is 0: Raft's snapshot is above it, and the
+// next start restores it again (restoreOnStart).
 
 import (
 	"bufio"
 	"bytes"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -55,7 +59,7 @@ type fsmSnapshot struct {
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	defer s.Release()
 	w := bufio.NewWriterSize(sink, 256<<10)
-	err := writeState(w, s.snap)
+	err := writeSnapshot(w, s.snap)
 	if err == nil {
 		err = w.Flush()
 	}
@@ -87,17 +91,79 @@ func (f *fsm) stateJSON() ([]byte, error) {
 	return buf.Bytes(), err
 }
 
-// writeState writes the state in snap as snapshotJSON.
-func writeState(w io.Writer, snap *persist.Snapshot) error {
+// snapMeta is the meta in snap, and its JSON.
+func snapMeta(snap *persist.Snapshot) (meta, []byte, error) {
 	m := meta{Members: map[string]*member{}, Workers: map[int64]*workerState{}}
 	if v, ok, err := snap.Get(keyState); err != nil {
-		return err
+		return m, nil, err
 	} else if ok {
 		if err := json.Unmarshal(v, &m); err != nil {
-			return fmt.Errorf("%w: %s: %v", persist.ErrCorrupt, keyState, err)
+			return m, nil, fmt.Errorf("%w: %s: %v", persist.ErrCorrupt, keyState, err)
 		}
 	}
 	mb, err := json.Marshal(&m)
+	return m, mb, err
+}
+
+// writeSnapshot writes the state in snap as a Raft snapshot: compact when
+// its meta says the cluster writes the compact format, which only builds
+// that read it join; snapshotJSON otherwise, which every build reads.
+func writeSnapshot(w io.Writer, snap *persist.Snapshot) error {
+	m, mb, err := snapMeta(snap)
+	if err != nil {
+		return err
+	}
+	if m.TagFormat >= tagFormatCompact {
+		return writeCompactState(w, snap, mb)
+	}
+	return writeState(w, snap)
+}
+
+// compactMagic opens a compact snapshot: its first byte cannot open JSON.
+const compactMagic = "\x00idsnap\x01"
+
+// writeCompactState writes the state in snap, whose meta's JSON is mb, as
+// a compact snapshot:
+//
+//	compactMagic, uvarint len, the meta's JSON,
+//	per tag in key order: uvarint len(name)+1, name, uvarint len, record,
+//	0, uvarint the number of tags
+//
+// where each record is a compact tag record (tagrecord.go) whose nodes
+// and boots are numbered (nodeRefs).
+func writeCompactState(w io.Writer, snap *persist.Snapshot, mb []byte) error {
+	ew := errWriter{w: w}
+	ew.write([]byte(compactMagic))
+	ew.write(binary.AppendUvarint(nil, uint64(len(mb))))
+	ew.write(mb)
+	var buf, v []byte
+	var refs nodeRefs
+	count := uint64(0)
+	err := snap.Scan(keyTagBase, func(k string, stored []byte) error {
+		name := k[len(keyTagBase):]
+		t, err := decodeTag(stored)
+		if err != nil {
+			return fmt.Errorf("%w: %s: %v", persist.ErrCorrupt, k, err)
+		}
+		v = appendTag(v[:0], t, &refs)
+		buf = binary.AppendUvarint(buf[:0], uint64(len(name))+1)
+		buf = append(buf, name...)
+		buf = binary.AppendUvarint(buf, uint64(len(v)))
+		buf = append(buf, v...)
+		ew.write(buf)
+		count++
+		return ew.err
+	})
+	if err != nil {
+		return err
+	}
+	ew.write(binary.AppendUvarint([]byte{0}, count))
+	return ew.err
+}
+
+// writeState writes the state in snap as snapshotJSON.
+func writeState(w io.Writer, snap *persist.Snapshot) error {
+	_, mb, err := snapMeta(snap)
 	if err != nil {
 		return err
 	}
@@ -123,7 +189,7 @@ func writeState(w io.Writer, snap *persist.Snapshot) error {
 		key, _ := json.Marshal(name)
 		out.write(key)
 		out.write([]byte{':'})
-		if len(v) > 0 && v[0] == 0xff {
+		if len(v) > 0 && v[0] == tagJSON {
 			out.write(v[1:]) // the tag's JSON as encodeTag wrote it
 		} else {
 			t, err := decodeTag(v)
@@ -191,57 +257,18 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 
 // restoreStream writes the snapshot r holds into the store; started says
 // whether it changed the store.
-func (f *fsm) restoreStream(r io.Reader) (_ meta, started bool, _ error) {
-	m := meta{}
-	dec := json.NewDecoder(r)
-	if err := expectDelim(dec, '{'); err != nil {
-		return m, false, err
+func (f *fsm) restoreStream(r *bufio.Reader) (_ meta, started bool, _ error) {
+	w := &restoreWriter{f: f, b: f.store.NewBatch()}
+	w.b.DeletePrefix(fsmPrefix)
+	var m meta
+	var err error
+	if head, _ := r.Peek(len(compactMagic)); string(head) == compactMagic {
+		m, err = readCompactState(r, w)
+	} else {
+		m, err = readJSONState(r, w)
 	}
-	b := f.store.NewBatch()
-	b.DeletePrefix(fsmPrefix)
-	batches, count, inBatch := 0, 0, 0
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return m, started, err
-		}
-		switch tok {
-		case "meta":
-			if err := dec.Decode(&m); err != nil {
-				return m, started, fmt.Errorf("meta: %w", err)
-			}
-		case "tags", "tag_bytes":
-			if err := readTags(dec, tok == "tag_bytes", func(name string, t tagState) error {
-				key, v := keyTagBase+name, encodeTag(t)
-				count++
-				if inBatch == 0 || b.Len()+len(key)+len(v) <= restoreBatchBytes {
-					b.Set(key, v)
-					inBatch++
-					return nil
-				}
-				if err := b.Commit(); err != nil {
-					return err
-				}
-				started = true
-				batches++
-				b, inBatch = f.store.NewBatch(), 1
-				b.Set(key, v)
-				if restoreCommitted != nil {
-					return restoreCommitted(batches)
-				}
-				return nil
-			}); err != nil {
-				return m, started, fmt.Errorf("%s: %w", tok, err)
-			}
-		default:
-			var skip json.RawMessage
-			if err := dec.Decode(&skip); err != nil {
-				return m, started, err
-			}
-		}
-	}
-	if err := expectDelim(dec, '}'); err != nil {
-		return m, started, err
+	if err != nil {
+		return m, w.started, err
 	}
 	if m.Members == nil {
 		m.Members = map[string]*member{}
@@ -249,13 +276,162 @@ func (f *fsm) restoreStream(r io.Reader) (_ meta, started bool, _ error) {
 	if m.Workers == nil {
 		m.Workers = map[int64]*workerState{}
 	}
-	m.TagCount = count
+	m.TagCount = w.count
 	mb, _ := json.Marshal(&m)
-	b.Set(keyState, mb)
-	if err := b.CommitSync(); err != nil {
-		return m, started, err
+	w.b.Set(keyState, mb)
+	if err := w.b.CommitSync(); err != nil {
+		return m, w.started, err
 	}
 	return m, true, nil
+}
+
+// restoreWriter writes a restore's tags in batches of at most
+// restoreBatchBytes; the first batch also removes the state machine's keys.
+type restoreWriter struct {
+	f       *fsm
+	b       *persist.Batch
+	started bool // a batch was committed
+	batches int
+	count   int // tags written
+	inBatch int
+}
+
+func (w *restoreWriter) put(name string, v []byte) error {
+	key := keyTagBase + name
+	w.count++
+	if w.inBatch == 0 || w.b.Len()+len(key)+len(v) <= restoreBatchBytes {
+		w.b.Set(key, v)
+		w.inBatch++
+		return nil
+	}
+	if err := w.b.Commit(); err != nil {
+		return err
+	}
+	w.started = true
+	w.batches++
+	w.b, w.inBatch = w.f.store.NewBatch(), 1
+	w.b.Set(key, v)
+	if restoreCommitted != nil {
+		return restoreCommitted(w.batches)
+	}
+	return nil
+}
+
+// readJSONState reads a snapshotJSON into w; its tags are written in the
+// format of its meta when the meta comes first (as writeState writes it),
+// JSON otherwise.
+func readJSONState(r io.Reader, w *restoreWriter) (meta, error) {
+	m := meta{}
+	dec := json.NewDecoder(r)
+	if err := expectDelim(dec, '{'); err != nil {
+		return m, err
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return m, err
+		}
+		switch tok {
+		case "meta":
+			if err := dec.Decode(&m); err != nil {
+				return m, fmt.Errorf("meta: %w", err)
+			}
+		case "tags", "tag_bytes":
+			if err := readTags(dec, tok == "tag_bytes", func(name string, t tagState) error {
+				return w.put(name, encodeTag(t, m.TagFormat))
+			}); err != nil {
+				return m, fmt.Errorf("%s: %w", tok, err)
+			}
+		default:
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return m, err
+			}
+		}
+	}
+	return m, expectDelim(dec, '}')
+}
+
+// readCompactState reads what writeCompactState writes into w.
+func readCompactState(r *bufio.Reader, w *restoreWriter) (meta, error) {
+	m := meta{}
+	if _, err := r.Discard(len(compactMagic)); err != nil {
+		return m, err
+	}
+	n, err := binary.ReadUvarint(r)
+	if err != nil {
+		return m, fmt.Errorf("meta: %w", err)
+	}
+	mb, err := readN(r, n)
+	if err != nil {
+		return m, fmt.Errorf("meta: %w", err)
+	}
+	if err := json.Unmarshal(mb, &m); err != nil {
+		return m, fmt.Errorf("meta: %w", err)
+	}
+	count := uint64(0)
+	var refs nodeRefs
+	for {
+		n, err := binary.ReadUvarint(r)
+		if err != nil {
+			return m, fmt.Errorf("tag %d: %w", count+1, noEOF(err))
+		}
+		if n == 0 {
+			break
+		}
+		name, err := readN(r, n-1)
+		if err != nil {
+			return m, fmt.Errorf("tag %d: %w", count+1, err)
+		}
+		n, err = binary.ReadUvarint(r)
+		if err != nil {
+			return m, fmt.Errorf("tag %q: %w", name, noEOF(err))
+		}
+		v, err := readN(r, n)
+		if err != nil {
+			return m, fmt.Errorf("tag %q: %w", name, err)
+		}
+		if len(v) == 0 || v[0] != tagCompact {
+			return m, fmt.Errorf("tag %q: not a compact record", name)
+		}
+		t, err := decodeCompactTag(v[1:], &refs)
+		if err != nil {
+			return m, fmt.Errorf("tag %q: %w", name, err)
+		}
+		if err := w.put(string(name), encodeTag(t, m.TagFormat)); err != nil {
+			return m, err
+		}
+		count++
+	}
+	want, err := binary.ReadUvarint(r)
+	if err != nil {
+		return m, fmt.Errorf("the number of tags: %w", noEOF(err))
+	}
+	if want != count {
+		return m, fmt.Errorf("%d tags where the snapshot says %d", count, want)
+	}
+	if _, err := r.ReadByte(); err != io.EOF {
+		return m, fmt.Errorf("bytes after the end of the snapshot")
+	}
+	return m, nil
+}
+
+// readN reads n bytes, refusing more than the reader could hold.
+func readN(r *bufio.Reader, n uint64) ([]byte, error) {
+	if n > 1<<30 {
+		return nil, fmt.Errorf("a length of %d bytes", n)
+	}
+	b := make([]byte, n)
+	_, err := io.ReadFull(r, b)
+	return b, noEOF(err)
+}
+
+// noEOF is err, a cut short stream said as such.
+func noEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
 }
 
 // readTags reads an object of tags (null for none), calling fn for each;

@@ -243,6 +243,7 @@ func (s *Server) serveConn(c *client, cn *connection) {
 		s.stats.netOutput.Add(cn.written)
 		s.mu.Lock()
 		delete(s.clients, c)
+		s.connsClosed()
 		s.mu.Unlock()
 	}()
 	if cn.rc != nil {

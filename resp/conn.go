@@ -249,7 +249,7 @@ func (s *Server) serveConn(c *client, cn *connection) {
 	if cn.rc != nil {
 		l.rawLoop()
 	} else {
-		for l.answer(cn.nc.Read(l.room())) {
+		for l.answer(l.read()) {
 		}
 	}
 	if l.refused != nil {
@@ -269,6 +269,12 @@ type loop struct {
 	start, end int          // buf[start:end] is read and not yet parsed
 	rd         rawReader    // the raw loop's reads (conn_linux.go)
 	refused    *errProtocol // the frame that ended the connection
+}
+
+// read reads with net.Conn.Read (TLS, and builds without the raw loop).
+func (l *loop) read() (int, error) {
+	l.s.stats.reads.Add(1)
+	return l.cn.nc.Read(l.room())
 }
 
 // room is where the next read goes: after what is still unparsed, moved to

@@ -107,6 +107,7 @@ func (l *loop) rawLoop() {
 		cn.fd, cn.held = int(fd), true
 		for !cn.killed.Load() {
 			n, more, err := l.rd.read(int(fd), l.room())
+			l.s.stats.reads.Add(1)
 			switch {
 			case err == syscall.EAGAIN:
 				l.idle()

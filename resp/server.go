@@ -126,6 +126,7 @@ type stats struct {
 	// EXISTS and TYPE that were found or not, as Redis counts its reads.
 	keyspaceHits, keyspaceMisses atomic.Int64
 	netInput, netOutput          atomic.Int64 // bytes read from and written to clients
+	reads                        atomic.Int64 // read system calls on client connections (total_reads_processed)
 	authFailures                 atomic.Int64 // AUTH and HELLO AUTH refused (acl_access_denied_auth)
 }
 

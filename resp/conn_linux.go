@@ -52,7 +52,7 @@ type rawReader struct {
 
 // setup sets TCP_INQ on fd.
 func (r *rawReader) setup(fd int) {
-	r.inq = syscall.SetsockoptInt(fd, syscall.SOL_TCP, tcpInq, 1) == nil
+	r.inq = sysRecvmsg != 0 && syscall.SetsockoptInt(fd, syscall.SOL_TCP, tcpInq, 1) == nil
 }
 
 // read reads what the socket holds into b (not empty), without waiting.
@@ -70,16 +70,16 @@ func (r *rawReader) read(fd int, b []byte) (n int, more bool, err error) {
 	r.msg.Control = (*byte)(unsafe.Pointer(&r.ctl[0]))
 	r.msg.SetControllen(int(unsafe.Sizeof(r.ctl)))
 	r.msg.Flags = 0
-	got, _, errno := syscall.RawSyscall(syscall.SYS_RECVMSG, uintptr(fd), uintptr(unsafe.Pointer(&r.msg)), 0)
+	got, _, errno := syscall.RawSyscall(sysRecvmsg, uintptr(fd), uintptr(unsafe.Pointer(&r.msg)), 0)
 	r.iov.Base = nil // the buffer goes back to bufPools: nothing here keeps it
 	if errno != 0 {
 		return -1, true, errno
 	}
 	more = true
-	if r.msg.Controllen >= uint64(syscall.CmsgLen(4)) {
+	if uint64(r.msg.Controllen) >= uint64(syscall.CmsgLen(4)) {
 		h := (*syscall.Cmsghdr)(unsafe.Pointer(&r.ctl[0]))
 		if h.Level == syscall.SOL_TCP && h.Type == tcpInq {
-			more = *(*int32)(unsafe.Pointer(&r.ctl[2])) > 0
+			more = *(*int32)(unsafe.Add(unsafe.Pointer(&r.ctl[0]), syscall.CmsgLen(0))) > 0
 		}
 	}
 	return int(got), more, nil

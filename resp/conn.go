@@ -15,9 +15,11 @@ import (
 )
 
 // One parse, one write: each connection has a goroutine that reads into a
-// buffer it keeps, parses every complete frame in place (frameParser, which
-// is also the guard), answers each into one output buffer, and writes that
-// buffer once per read. Nothing is copied or allocated per command. redcon
+// buffer, parses every complete frame in place (frameParser, which is also
+// the guard), answers each into one output buffer, and writes that buffer
+// once per read. Nothing is copied or allocated per command. Both buffers
+// come from bufPools when a read brings bytes and go back once they are
+// answered and written: an idle connection holds neither. redcon
 // is kept for what it does well, its reply encoding: every reply is
 // appended with redcon's Append functions, so the bytes are the ones
 // redcon's server wrote before.
@@ -31,7 +33,7 @@ import (
 // element.
 
 const (
-	readBufferSize = 4 << 10            // a connection's read buffer to begin with
+	readBufferSize = minPooled          // a connection's read buffer to begin with
 	keptBufferSize = 64 << 10           // a larger read or write buffer is let go once drained
 	readAheadSize  = 2 * keptBufferSize // a read buffer grown for a lookahead, let go once drained
 )
@@ -62,7 +64,8 @@ type connection struct {
 	// the next reads, so that the next lookahead sees more commands.
 	readAhead bool
 	ctx       any
-	out       []byte        // replies not yet written
+	out       []byte        // replies not yet written; nil between requests
+	outSize   int           // the size of reply buffer the last requests took
 	limit     int           // out is written once it holds this many bytes
 	timeout   time.Duration // a write the client does not take in this long closes it
 	deadline  time.Time     // the socket's write deadline
@@ -232,18 +235,21 @@ func (cn *connection) PeekPipeline() []redcon.Command { return nil }
 // A plain TCP connection reads in the raw loop (rawLoop: one read per
 // readiness event); any other net.Conn (TLS) with Read.
 func (s *Server) serveConn(c *client, cn *connection) {
+	l := &loop{s: s, c: c, cn: cn, p: frameParser{lim: s.cfg.Limits}}
 	defer func() {
 		cn.nc.Close()
+		l.release()
+		cn.release()
 		s.stats.netOutput.Add(cn.written)
 		s.mu.Lock()
 		delete(s.clients, c)
+		s.connsClosed()
 		s.mu.Unlock()
 	}()
-	l := loop{s: s, c: c, cn: cn, p: frameParser{lim: s.cfg.Limits}, buf: make([]byte, readBufferSize)}
 	if cn.rc != nil {
 		l.rawLoop()
 	} else {
-		for l.answer(cn.nc.Read(l.room())) {
+		for l.answer(l.read()) {
 		}
 	}
 	if l.refused != nil {
@@ -259,14 +265,25 @@ type loop struct {
 	c          *client
 	cn         *connection
 	p          frameParser
-	buf        []byte
+	buf        []byte       // from bufPools; nil while nothing is read and not yet parsed
 	start, end int          // buf[start:end] is read and not yet parsed
+	rd         rawReader    // the raw loop's reads (conn_linux.go)
 	refused    *errProtocol // the frame that ended the connection
 }
 
+// read reads with net.Conn.Read (TLS, and builds without the raw loop).
+func (l *loop) read() (int, error) {
+	l.s.stats.reads.Add(1)
+	return l.cn.nc.Read(l.room())
+}
+
 // room is where the next read goes: after what is still unparsed, moved to
-// the front of the buffer when the buffer is full.
+// the front of the buffer when the buffer is full; a buffer from bufPools
+// when the loop holds none.
 func (l *loop) room() []byte {
+	if l.buf == nil {
+		l.buf = getBuf(readBufferSize)
+	}
 	if l.end == len(l.buf) {
 		if l.start > 0 {
 			l.end = copy(l.buf, l.buf[l.start:l.end])
@@ -274,8 +291,9 @@ func (l *loop) room() []byte {
 		} else {
 			// One frame fills the buffer: the guard has bounded its
 			// lengths, so it grows at most to the largest frame allowed.
-			grown := make([]byte, 2*len(l.buf))
+			grown := getBuf(2 * len(l.buf))
 			copy(grown, l.buf)
+			putBuf(l.buf)
 			l.buf = grown
 		}
 	}
@@ -288,6 +306,9 @@ func (l *loop) answer(n int, readErr error) bool {
 	s, c, cn := l.s, l.c, l.cn
 	l.end += n
 	s.stats.netInput.Add(int64(n)) // one add per read, not per command
+	if cn.out == nil {
+		cn.out = getBuf(max(cn.outSize, minPooled))[:0]
+	}
 	for l.start < l.end && !cn.closed && cn.err == nil && !cn.killed.Load() {
 		args, used, refused := l.p.parse(l.buf[l.start:l.end], !c.authed)
 		if refused != nil {
@@ -306,8 +327,9 @@ func (l *loop) answer(n int, readErr error) bool {
 	if cn.readAhead {
 		cn.readAhead = false
 		if len(l.buf) < readAheadSize {
-			grown := make([]byte, readAheadSize)
+			grown := getBuf(readAheadSize)
 			l.end = copy(grown, l.buf[l.start:l.end])
+			putBuf(l.buf)
 			l.start, l.buf = 0, grown
 		}
 	}
@@ -316,13 +338,38 @@ func (l *loop) answer(n int, readErr error) bool {
 	}
 	s.stats.netOutput.Add(cn.written)
 	cn.written = 0
-	if l.start == l.end {
-		l.start, l.end = 0, 0
-		if len(l.buf) > keptBufferSize {
-			l.buf = make([]byte, readBufferSize)
-		}
-	}
+	cn.release()
+	l.idle()
 	return true
+}
+
+// idle gives the read buffer back when it holds nothing: the loop waits.
+func (l *loop) idle() {
+	if l.start == l.end {
+		l.release()
+	}
+}
+
+// release gives the read buffer back, once everything in it is answered
+// or the connection ends, and drops what points into it.
+func (l *loop) release() {
+	if l.buf == nil {
+		return
+	}
+	putBuf(l.buf)
+	l.buf, l.start, l.end = nil, 0, 0
+	l.p.drop()
+}
+
+// release gives the reply buffer back once it is written (or the
+// connection ends), remembering its size for the next requests.
+func (cn *connection) release() {
+	if cap(cn.out) == 0 {
+		return
+	}
+	cn.outSize = min(cap(cn.out), maxPooled)
+	putBuf(cn.out)
+	cn.out = nil
 }
 
 // slowClient counts and logs a connection closed because the client did

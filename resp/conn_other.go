@@ -11,6 +11,8 @@ import (
 
 func rawConnOf(net.Conn) syscall.RawConn { return nil }
 
+type rawReader struct{}
+
 func (l *loop) rawLoop() {}
 
 func rawWrite(int, []byte) (int, error) { return 0, nil }

@@ -58,6 +58,15 @@ const (
 	keptInline = 4096
 )
 
+// drop forgets what points into the read buffer, which goes back to
+// bufPools: the argument list is cleared (its backing array is kept), and
+// an inline command's buffer is let go.
+func (p *frameParser) drop() {
+	clear(p.args[:cap(p.args)])
+	p.args = p.args[:0]
+	p.inline = nil
+}
+
 // parse reads the frame at the front of b. It returns how many bytes the
 // frame took (0: incomplete, read more) and its arguments (none for a frame
 // Redis skips: *0, *-1, a blank line). err is set when b breaks the grammar

@@ -187,6 +187,7 @@ func (s *Server) infoStats() []string {
 		kv("instantaneous_ops_per_sec", int64(ops)),
 		kv("total_net_input_bytes", s.stats.netInput.Load()),
 		kv("total_net_output_bytes", s.stats.netOutput.Load()),
+		kv("total_reads_processed", s.stats.reads.Load()),
 		kv("instantaneous_input_kbps", fmt.Sprintf("%.2f", inKbps)),
 		kv("instantaneous_output_kbps", fmt.Sprintf("%.2f", outKbps)),
 		kv("rejected_connections", s.stats.rejected.Load()),

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -83,6 +84,12 @@ type Server struct {
 	ln      net.Listener
 	clients map[*client]struct{}
 	closing bool // Close was called: Serve serves nothing more
+	// connPeak is the most connections open at once since memory was
+	// last given back (connsClosed); releasing says a release is due, and
+	// releasedAt is when the last one ran.
+	connPeak   int
+	releasing  bool
+	releasedAt time.Time
 	// commands is the context every command's waits derive from: Close
 	// cancels it, so that a command waiting on the cluster ends at once.
 	commands    context.Context
@@ -119,6 +126,7 @@ type stats struct {
 	// EXISTS and TYPE that were found or not, as Redis counts its reads.
 	keyspaceHits, keyspaceMisses atomic.Int64
 	netInput, netOutput          atomic.Int64 // bytes read from and written to clients
+	reads                        atomic.Int64 // read system calls on client connections (total_reads_processed)
 	authFailures                 atomic.Int64 // AUTH and HELLO AUTH refused (acl_access_denied_auth)
 }
 
@@ -281,6 +289,7 @@ func (s *Server) accept(nc net.Conn) *client {
 	full := len(s.clients) >= s.cfg.MaxClients
 	if !full && !closing {
 		s.clients[c] = struct{}{}
+		s.connPeak = max(s.connPeak, len(s.clients))
 	}
 	s.mu.Unlock()
 	if closing { // accepted as Close began: it would miss Close's ending
@@ -296,6 +305,39 @@ func (s *Server) accept(nc net.Conn) *client {
 		return nil
 	}
 	return c
+}
+
+// After many connections close, the memory they held (their goroutines'
+// stacks, their structs) is free in the Go heap but still the process's:
+// the runtime gives free memory back to the OS only after a GC, and slowly.
+// Once the open connections fall to half their peak, and by at least
+// releaseConns, the server runs a GC and gives the free memory back
+// (debug.FreeOSMemory): releaseDelay later, so that the rest of a burst of
+// closes is in it too, and at most once per releaseInterval. A burst of
+// clients that came and went so leaves little behind, as Redis frees a
+// client's memory when it goes.
+const (
+	releaseConns    = 1000
+	releaseDelay    = time.Second
+	releaseInterval = 10 * time.Second
+)
+
+// connsClosed is told, under s.mu, that a connection ended.
+func (s *Server) connsClosed() {
+	open := len(s.clients)
+	if s.releasing || s.connPeak-open < releaseConns || open > s.connPeak/2 {
+		return
+	}
+	s.releasing = true
+	time.AfterFunc(max(releaseDelay, releaseInterval-time.Since(s.releasedAt)), s.releaseMemory)
+}
+
+// releaseMemory gives the free memory back to the OS (connsClosed).
+func (s *Server) releaseMemory() {
+	debug.FreeOSMemory()
+	s.mu.Lock()
+	s.connPeak, s.releasing, s.releasedAt = len(s.clients), false, time.Now()
+	s.mu.Unlock()
 }
 
 // connectedClients counts open connections.

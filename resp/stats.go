@@ -120,7 +120,7 @@ func (s *Server) countError(msg string) {
 func (s *Server) resetStats() {
 	for _, c := range []*atomic.Int64{&s.stats.connections, &s.stats.commands, &s.stats.rejected,
 		&s.stats.slowClients, &s.stats.errorReplies, &s.stats.keyspaceHits, &s.stats.keyspaceMisses,
-		&s.stats.netInput, &s.stats.netOutput, &s.stats.authFailures} {
+		&s.stats.netInput, &s.stats.netOutput, &s.stats.reads, &s.stats.authFailures} {
 		c.Store(0)
 	}
 	for i := range s.errorsByCode {

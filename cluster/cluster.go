@@ -206,6 +206,9 @@ func Open(cfg Config) (*Cluster, error) {
 	if err := os.MkdirAll(rdir, 0o755); err != nil {
 		return nil, err
 	}
+	if err := removeUnfinishedSnapshots(filepath.Join(rdir, "snapshots"), c.log); err != nil {
+		return nil, err
+	}
 	hlog := newRaftLogger(cfg.Logger, hclog.Warn)
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(rdir, 2, hlog)
 	if err != nil {

@@ -345,6 +345,56 @@ func TestCorruptSnapshotIsRefused(t *testing.T) {
 	}
 }
 
+// TestUnfinishedSnapshotIsRemovedAtStart: a snapshot whose writing a stop
+// cut short (Raft's directory with ".tmp") is never read; the next start
+// removes it and starts from the snapshot that is whole.
+func TestUnfinishedSnapshotIsRemovedAtStart(t *testing.T) {
+	testproc.Long(t)
+	n := testcluster.Start(t, "n1", t.TempDir(), nil, snapshotEvery(64))
+	last := newTags(t, n.Client, "t", 200)
+	if err := n.Cluster.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	n.Stop()
+	list := snapshots(t, n.Dir)
+	if len(list) != 1 {
+		t.Fatalf("snapshots: %v, want one", list)
+	}
+	// What a kill -9 while writing the next snapshot leaves: its meta and
+	// half its state.
+	dir := filepath.Join(n.Dir, "raft", "snapshots")
+	whole := filepath.Join(dir, list[0].ID)
+	cut := filepath.Join(dir, fmt.Sprintf("%d-%d-%d.tmp", list[0].Term, list[0].Index+100, time.Now().UnixMilli()))
+	if err := os.Mkdir(cut, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"meta.json", "state.bin"} {
+		b, err := os.ReadFile(filepath.Join(whole, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == "state.bin" {
+			b = b[:len(b)/2]
+		}
+		if err := os.WriteFile(filepath.Join(cut, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n2, err := testcluster.Open(t, n.ID, n.Dir, nil, func(c *idnode.Config) { c.SnapshotThreshold = 64 })
+	if err != nil {
+		t.Fatalf("the start after a cut snapshot: %v", err)
+	}
+	if _, err := os.Stat(cut); !os.IsNotExist(err) {
+		t.Fatalf("%s is still there after the start (%v)", cut, err)
+	}
+	if _, err := os.Stat(whole); err != nil {
+		t.Fatalf("the whole snapshot is gone: %v", err)
+	}
+	if v, err := n2.Client.Do(context.Background(), "INCR", "t199").Int64(); err != nil || v <= last {
+		t.Fatalf("INCR t199 after the start: %d %v, want above %d", v, err, last)
+	}
+}
+
 // TestPartitions cuts a follower, then the leader, off the network while
 // every node is under load. The cut-off node keeps issuing NEXTID, serves
 // INCR from its buffers, then answers TRYAGAIN; the majority carries on;

@@ -20,7 +20,15 @@ func manyTags(t *testing.T, n int) *fsm {
 		t.Fatal(err)
 	}
 	applyEntry(t, f, 1, joinEntry("a", 1000))
-	idx := uint64(1)
+	applyManyTags(t, f, 1, n, [2]string{"a", "b"}, 0)
+	return f
+}
+
+// applyManyTags applies, after index idx, allocations of n tags (tag:000000
+// on, the eighth not UTF-8) to two nodes in turn, each with a boot of one to
+// three shifted left by bootShift, then a SET of tag:000003.
+func applyManyTags(t *testing.T, f *fsm, idx uint64, n int, nodes [2]string, bootShift uint) {
+	t.Helper()
 	for i := 0; i < n; i += 500 {
 		e := newEntry(entryAllocBy).uvarint(uint64(min(500, n-i)))
 		for j := i; j < min(i+500, n); j++ {
@@ -28,14 +36,12 @@ func manyTags(t *testing.T, n int) *fsm {
 			if j == 7 {
 				tag = "\xff\xfe not UTF-8"
 			}
-			e = e.string(tag).varint(int64(j%97 + 1)).string([]string{"a", "b"}[j%2]).uvarint(uint64(j%3 + 1))
+			e = e.string(tag).varint(int64(j%97 + 1)).string(nodes[j%2]).uvarint(uint64(j%3+1) << bootShift)
 		}
 		idx++
 		applyEntry(t, f, idx, e)
 	}
-	idx++
-	applyEntry(t, f, idx, newEntry(entrySet).string("tag:000003").varint(5000))
-	return f
+	applyEntry(t, f, idx+1, newEntry(entrySet).string("tag:000003").varint(5000))
 }
 
 // TestSnapshotStreamsTheStateOldBuildsRead: a streamed snapshot is the JSON

@@ -22,21 +22,7 @@ func compactTags(t *testing.T, n int) *fsm {
 	}
 	applyEntry(t, f, 1, newEntry(entryInit).string("c1").string("layout").uvarint(tagFormatCompact))
 	applyEntry(t, f, 2, joinEntry("a", 1000))
-	idx := uint64(2)
-	for i := 0; i < n; i += 500 {
-		e := newEntry(entryAllocBy).uvarint(uint64(min(500, n-i)))
-		for j := i; j < min(i+500, n); j++ {
-			tag := fmt.Sprintf("tag:%06d", j)
-			if j == 7 {
-				tag = "\xff\xfe not UTF-8"
-			}
-			e = e.string(tag).varint(int64(j%97 + 1)).string([]string{"node-a", "node-b"}[j%2]).uvarint(uint64(j%3+1) << 60)
-		}
-		idx++
-		applyEntry(t, f, idx, e)
-	}
-	idx++
-	applyEntry(t, f, idx, newEntry(entrySet).string("tag:000003").varint(5000))
+	applyManyTags(t, f, 2, n, [2]string{"node-a", "node-b"}, 60)
 	return f
 }
 

@@ -129,6 +129,10 @@ func (c *Cluster) join(ctx context.Context, node, raftAddr, respAddr string) (Jo
 	case !member && id.HasWorker:
 		_, err := refuse("%s: its node, restarted, joins again as a new member", removedRefusal)
 		return JoinResult{}, &removedJoin{err}
+	case !member && id.Reads < c.fsm.shapesNeeded():
+		return refuse("its idserver build is older than this cluster's log: the cluster was created by a newer build " +
+			"(compact tag records) or holds a --max-tags bound, which that build cannot read; start it with the build " +
+			"the members run (INFO server's idserver_version) or a newer one")
 	case id.PublicKey != "" && c.fsm.publicKey() != nil && id.PublicKey != engine.PublicKeyFingerprint(c.fsm.publicKey()):
 		return refuse("its --public-key (fingerprint %s) differs from this cluster's public-ID key (fingerprint %s): "+
 			"start it with this cluster's key, or without --public-key", id.PublicKey, engine.PublicKeyFingerprint(c.fsm.publicKey()))
@@ -294,7 +298,7 @@ func (c *Cluster) suffrageOf(node string) string {
 func (c *Cluster) identity() (Identity, error) {
 	_, _, has, err := c.cfg.Store.Worker()
 	id := Identity{Node: c.cfg.NodeID, Cluster: c.ClusterID(), Layout: c.cfg.Layout.String(), HasWorker: has,
-		RESPAddr: c.cfg.RESPAddr, Zone: c.cfg.Zone, Boot: c.boot}
+		RESPAddr: c.cfg.RESPAddr, Zone: c.cfg.Zone, Boot: c.boot, Reads: logShapes}
 	if c.cfg.PublicKey != nil {
 		id.PublicKey = engine.PublicKeyFingerprint(c.cfg.PublicKey)
 	}

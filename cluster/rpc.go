@@ -667,7 +667,18 @@ type Identity struct {
 	PublicKey string `json:"public_key,omitempty"`
 	Zone      string `json:"zone,omitempty"`
 	Boot      uint64 `json:"boot,omitempty"` // its process: a join retried by the same process is answered again
+	// Reads is the newest log shape its build reads (logShapes); older
+	// builds send none.
+	Reads int `json:"reads,omitempty"`
 }
+
+// logShapes is the newest shape of the log and the state this build reads:
+// 1 for the bound on tags (entryMaxTags) and the compact tag records,
+// allocation entries and snapshots of tagFormatCompact. A cluster whose
+// state uses any of them admits no node that says less (fsm.shapesNeeded):
+// such a node would stop at the first entry or snapshot it cannot read,
+// its worker ID taken and the cluster a member short.
+const logShapes = 1
 
 // JoinResult is what a member gets when it is admitted: its worker ID, the
 // ID time its generator must start above (the previous holder's last

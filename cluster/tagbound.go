@@ -37,6 +37,18 @@ func (f *fsm) tagRoom(newTags int) error {
 		ErrTagLimit, bound, f.meta.TagCount)
 }
 
+// shapesNeeded is the log shape (logShapes) a node must read to follow
+// this state: 1 once it is of the compact format or holds a committed
+// bound on tags, else 0 (every build reads it).
+func (f *fsm) shapesNeeded() int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.meta.TagFormat >= tagFormatCompact || f.meta.MaxTags != 0 {
+		return 1
+	}
+	return 0
+}
+
 // bound is the bound the state holds, 0 for none. The caller holds the
 // state machine's lock.
 func (f *fsm) bound() int {

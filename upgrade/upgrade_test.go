@@ -789,3 +789,52 @@ func (l *load) check(t *testing.T) {
 		"(%d not above it, %d above a SET with no reply that may have landed after it); %d SETs acknowledged of %d sent; errors %v, the first of each %q",
 		len(ids), repeated, l.count, len(tags), twice, checked, below, afterLate, sets, len(l.sets), l.errs, l.sample)
 }
+
+// TestOldBuildIsRefusedByANewCluster: a cluster this build created writes
+// compact tag records the old build cannot read. A node of the old build
+// that asks to join it is refused before it is admitted: it exits saying
+// why, and the cluster keeps its one member, its worker IDs and its SETs
+// (an admitted node that stops at the first entry it cannot read would
+// hold every SET until it is removed).
+func TestOldBuildIsRefusedByANewCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the old commit and starts two processes; not in -short")
+	}
+	oldBin := buildOld(t)
+	newBin, remove, err := testproc.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(remove)
+	srv, err := testproc.Start(t, testproc.Config{Binary: newBin, Dir: t.TempDir(), Args: []string{"--raft-addr", "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	ctx := context.Background()
+	if err := rdb.Do(ctx, "INCR", "orders").Err(); err != nil {
+		t.Fatal(err)
+	}
+	octx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(octx, oldBin, "--port", strconv.Itoa(testproc.FreePort(t)), "--raft-addr", "127.0.0.1:"+strconv.Itoa(testproc.FreePort(t)),
+		"--dir", t.TempDir(), "--join", srv.Addr)
+	out, err := cmd.CombinedOutput()
+	if octx.Err() != nil || err == nil {
+		t.Fatalf("the old build's join did not end in a refusal within a minute (%v):\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "older than this cluster's log") {
+		t.Fatalf("the old build's refusal does not say its build is older than the cluster's log:\n%s", out)
+	}
+	info, err := rdb.Do(ctx, "CLUSTER", "INFO").Text()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if members := parseInfo(info)["members"]; members != "1" {
+		t.Fatalf("CLUSTER INFO members: %q after the refused join, want 1:\n%s", members, info)
+	}
+	if err := rdb.Set(ctx, "orders", 1000, 0).Err(); err != nil {
+		t.Fatalf("SET after the refused join: %v", err)
+	}
+}

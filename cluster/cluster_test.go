@@ -395,6 +395,69 @@ func TestUnfinishedSnapshotIsRemovedAtStart(t *testing.T) {
 	}
 }
 
+// TestStoreBehindASnapshotWithAnUnreadableEntryBelowIt: Pebble lags the
+// newest Raft snapshot (its batches are not synced: a kill -9 loses the
+// last ones) and an entry between the two does not read as one this build
+// applies. The start does not replay it (which would stop the process): it
+// restores the snapshot, which holds it, and every tag continues above what
+// it handed out.
+func TestStoreBehindASnapshotWithAnUnreadableEntryBelowIt(t *testing.T) {
+	testproc.Long(t)
+	n := testcluster.Start(t, "n1", t.TempDir(), nil, snapshotEvery(64))
+	newTags(t, n.Client, "a", 20)
+	n.Stop()
+	pebbleDir := filepath.Join(n.Dir, "pebble")
+	behind := filepath.Join(t.TempDir(), "pebble")
+	if err := os.CopyFS(behind, os.DirFS(pebbleDir)); err != nil {
+		t.Fatal(err)
+	}
+	logs, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(n.Dir, "raft", "raft.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied, _ := logs.LastIndex()
+	logs.Close()
+	n2 := testcluster.Start(t, n.ID, n.Dir, nil, snapshotEvery(64))
+	last := newTags(t, n2.Client, "b", 5)
+	if err := n2.Cluster.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	n2.Stop()
+	snap := snapshots(t, n.Dir)[0]
+	if err := os.RemoveAll(pebbleDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(pebbleDir, os.DirFS(behind)); err != nil {
+		t.Fatal(err)
+	}
+	logs, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(n.Dir, "raft", "raft.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var garbled uint64
+	for i := applied + 2; i <= snap.Index && garbled == 0; i++ {
+		var l raft.Log
+		if logs.GetLog(i, &l) == nil && l.Type == raft.LogCommand {
+			l.Data = []byte{0xee, 1, 2} // no command type this build knows
+			if err := logs.StoreLog(&l); err != nil {
+				t.Fatal(err)
+			}
+			garbled = i
+		}
+	}
+	logs.Close()
+	if garbled == 0 {
+		t.Fatalf("no command entry between %d and the snapshot's %d", applied, snap.Index)
+	}
+	n3, err := testcluster.Open(t, n.ID, n.Dir, nil, func(c *idnode.Config) { c.SnapshotThreshold = 64 })
+	if err != nil {
+		t.Fatalf("the start with the store at about %d, the snapshot at %d and entry %d unreadable: %v", applied, snap.Index, garbled, err)
+	}
+	if v, err := n3.Client.Do(context.Background(), "INCR", "b4").Int64(); err != nil || v <= last {
+		t.Fatalf("INCR b4 after the start: %d %v, want above %d", v, err, last)
+	}
+}
+
 // TestPartitions cuts a follower, then the leader, off the network while
 // every node is under load. The cut-off node keeps issuing NEXTID, serves
 // INCR from its buffers, then answers TRYAGAIN; the majority carries on;

@@ -20,6 +20,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -518,9 +519,23 @@ func restoreOnStart(f *fsm, snaps raft.SnapshotStore, logs raft.LogStore) error 
 }
 
 // replayed applies the entries of logs after what f applied, up to to,
-// and says whether the log held them all.
+// and says whether it did: only when the log holds them all and each reads
+// as an entry this build applies (checkEntry). The start checks only the
+// entries after the newest snapshot (dircheck.go), and these lie at or
+// below it: one that does not read is left to the snapshot, which holds
+// it, rather than handed to Apply, which stops the process on it.
 func replayed(f *fsm, logs raft.LogStore, to uint64) bool {
-	for i := f.applied() + 1; i <= to; i++ {
+	from := f.applied() + 1
+	for i := from; i <= to; i++ {
+		if err := checkLogEntry(logs, i); err != nil {
+			if errors.Is(err, raft.ErrLogNotFound) {
+				return false // compacted away: the snapshot holds it
+			}
+			f.log.Warn("restoring the Raft snapshot instead of replaying the log below it", "entry", i, "err", err)
+			return false
+		}
+	}
+	for i := from; i <= to; i++ {
 		var l raft.Log
 		if err := logs.GetLog(i, &l); err != nil {
 			return false

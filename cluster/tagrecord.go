@@ -23,8 +23,14 @@ import (
 //	0xfe, flags, varint max_id, uvarint rev,
 //	[varint floor: flags&1], [varint bound: flags&2],
 //	[uvarint count, then per node in name order: uvarint len, name,
-//	 8 bytes boot, varint max_id-last, varint before: flags&4]
+//	 8 bytes boot, varint max_id-last, varint before: flags&4],
+//	[one zero byte: flags&8]
 //
+// The store never holds a compact record of 16 bytes: a build that does
+// not read compact records reads any 16-byte record as the oldest shape
+// (a wrong max_id, below what was issued as often as above), where it
+// refuses every other length. One that would be 16 bytes takes the zero
+// byte (flags&8) and is 17.
 // A tag allocated by one node in one process costs the name of the node,
 // its boot and a few bytes.
 const (
@@ -34,6 +40,7 @@ const (
 	tagHasFloor byte = 1
 	tagHasBound byte = 2
 	tagHasNodes byte = 4
+	tagPadded   byte = 8
 )
 
 // Tag formats a state machine writes (meta.TagFormat).
@@ -48,7 +55,12 @@ func encodeTag(t tagState, format int) []byte {
 		b, _ := json.Marshal(t)
 		return append([]byte{tagJSON}, b...)
 	}
-	return appendCompactTag(make([]byte, 0, 16+len(t.Nodes)*32), t)
+	b := appendCompactTag(make([]byte, 0, 17+len(t.Nodes)*32), t)
+	if len(b) == 16 {
+		b[1] |= tagPadded
+		b = append(b, 0)
+	}
+	return b
 }
 
 func appendCompactTag(b []byte, t tagState) []byte {
@@ -157,10 +169,13 @@ func decodeCompactTag(v []byte, refs *nodeRefs) (tagState, error) {
 			t.Nodes[ref.node] = n
 		}
 	}
+	if flags&tagPadded != 0 && r.byte() != 0 && r.err == nil {
+		r.err = errors.New("a compact tag record's padding is not zero")
+	}
 	if r.err == nil && len(r.b) != 0 {
 		r.err = fmt.Errorf("%d bytes after the compact tag record", len(r.b))
 	}
-	if flags&^(tagHasFloor|tagHasBound|tagHasNodes) != 0 && r.err == nil {
+	if flags&^(tagHasFloor|tagHasBound|tagHasNodes|tagPadded) != 0 && r.err == nil {
 		r.err = fmt.Errorf("compact tag record flags %#x", flags)
 	}
 	return t, r.err

@@ -34,11 +34,15 @@ func TestCompactTagRecordRoundTrips(t *testing.T) {
 		{MaxID: 1, Rev: 1},
 		{MaxID: -5, Floor: -7, Rev: 3},
 		{MaxID: 1 << 62, Floor: 1 << 61, Rev: 1 << 40, Bound: 1 << 62},
+		{MaxID: 1_000_000_000_000, Floor: 5, Rev: 2, Bound: 1_000_000_000_000}, // 16 bytes unpadded
 		{MaxID: 300, Rev: 9, Nodes: map[string]nodeAlloc{"n1": {Boot: 1<<63 | 5, Last: 300}}},
 		{MaxID: 300, Floor: 20, Rev: 9, Bound: 7, Nodes: map[string]nodeAlloc{
 			"n1": {Boot: 3, Last: 120, Before: 100}, "n2": {Boot: 0, Last: 300}, "": {Last: -4, Before: 1 << 62}}},
 	} {
 		v := encodeTag(ts, tagFormatCompact)
+		if len(v) == 16 {
+			t.Fatalf("%+v: a compact record of 16 bytes (%x), which older builds read as the oldest shape", ts, v)
+		}
 		got, err := decodeTag(v)
 		if err != nil || !reflect.DeepEqual(got, ts) && !(len(ts.Nodes) == 0 && len(got.Nodes) == 0 && got.MaxID == ts.MaxID && got.Floor == ts.Floor && got.Rev == ts.Rev && got.Bound == ts.Bound) {
 			t.Fatalf("%+v: encoded %x, decoded %+v, %v", ts, v, got, err)
@@ -50,6 +54,19 @@ func TestCompactTagRecordRoundTrips(t *testing.T) {
 		}
 		if _, err := decodeTag(append(v, 0)); err == nil {
 			t.Fatalf("%+v: a byte after the record is taken", ts)
+		}
+	}
+	// No record is 16 bytes, whatever its fields' sizes.
+	for _, max := range []int64{0, 1, 1 << 20, 1e9, 1e12, 1 << 50, 1<<63 - 1} {
+		for _, rev := range []uint64{1, 1 << 14, 1 << 40} {
+			for _, floor := range []int64{0, 5, 1 << 30} {
+				ts := tagState{MaxID: max, Rev: rev, Floor: floor, Bound: max}
+				if v := encodeTag(ts, tagFormatCompact); len(v) == 16 {
+					t.Fatalf("%+v: a compact record of 16 bytes (%x)", ts, v)
+				} else if got, err := decodeTag(v); err != nil || got.MaxID != max || got.Rev != rev || got.Floor != floor {
+					t.Fatalf("%+v: encoded %x, decoded %+v, %v", ts, v, got, err)
+				}
+			}
 		}
 	}
 	// A tag allocated by one node: a few bytes beside the node's name.

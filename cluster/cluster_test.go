@@ -458,6 +458,64 @@ func TestStoreBehindASnapshotWithAnUnreadableEntryBelowIt(t *testing.T) {
 	}
 }
 
+// TestCopyWhoseStoreLagsItsCompactSnapshotRestores: a copy of a data
+// directory (cp -a of a running node) whose Pebble state is older than its
+// newest Raft snapshot, in the compact shape, with no log entry after it:
+// the backup image holds the snapshot's state, read as JSON, and restores.
+func TestCopyWhoseStoreLagsItsCompactSnapshotRestores(t *testing.T) {
+	testproc.Long(t)
+	n := testcluster.Start(t, "n1", t.TempDir(), nil, snapshotEvery(64))
+	newTags(t, n.Client, "a", 20)
+	n.Stop()
+	pebbleDir := filepath.Join(n.Dir, "pebble")
+	behind := filepath.Join(t.TempDir(), "pebble")
+	if err := os.CopyFS(behind, os.DirFS(pebbleDir)); err != nil {
+		t.Fatal(err)
+	}
+	n2 := testcluster.Start(t, n.ID, n.Dir, nil, snapshotEvery(64))
+	newTags(t, n2.Client, "b", 300)
+	if err := n2.Cluster.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	n2.Stop()
+	snap := snapshots(t, n.Dir)[0]
+	if err := os.RemoveAll(pebbleDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(pebbleDir, os.DirFS(behind)); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(filepath.Join(n.Dir, "raft", "raft.db"), 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error { // the log ends at the snapshot
+		c := tx.Bucket([]byte("logs")).Cursor()
+		for k, _ := c.Last(); k != nil && binary.BigEndian.Uint64(k) > snap.Index; k, _ = c.Last() {
+			if err := c.Delete(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := cluster.ImageOf(n.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := cluster.Restore(img, filepath.Join(t.TempDir(), "restored"),
+		cluster.RestoreOptions{SkipValues: 1e12, AheadMS: 5000, WorkerLease: 10 * time.Second, Now: time.Now()})
+	if err != nil {
+		t.Fatalf("restore of the copy's image: %v (its state begins %q)", err, img.State[:min(16, len(img.State))])
+	}
+	if res.Tags != 320 {
+		t.Fatalf("the restore holds %d tags, want the snapshot's 320", res.Tags)
+	}
+}
+
 // TestPartitions cuts a follower, then the leader, off the network while
 // every node is under load. The cut-off node keeps issuing NEXTID, serves
 // INCR from its buffers, then answers TRYAGAIN; the majority carries on;

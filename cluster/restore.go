@@ -132,6 +132,9 @@ func ImageOf(dir string) (Image, error) {
 			}
 			state, err = io.ReadAll(rc)
 			rc.Close()
+			if err == nil {
+				state, err = jsonState(state)
+			}
 			if err != nil {
 				return img, fmt.Errorf("raft snapshot %s: %w", list[0].ID, err)
 			}
@@ -165,23 +168,11 @@ func replayLog(path string, state []byte, applied uint64) (_ []byte, err error) 
 	if err != nil || last <= applied || first > applied+1 {
 		return state, err
 	}
-	scratch, err := os.MkdirTemp("", "idserver-restore-")
+	f, done, err := scratchFSM(state)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(scratch)
-	s, err := persist.Open(scratch)
-	if err != nil {
-		return nil, err
-	}
-	defer s.Close()
-	f, err := newFSM(s, math.MaxInt64)
-	if err != nil {
-		return nil, err
-	}
-	if err := f.Restore(io.NopCloser(bytes.NewReader(state))); err != nil {
-		return nil, err
-	}
+	defer done()
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("%s: %v", path, p)
@@ -194,6 +185,44 @@ func replayLog(path string, state []byte, applied uint64) (_ []byte, err error) 
 		}
 		f.Apply(&l)
 	}
+	return f.stateJSON()
+}
+
+// scratchFSM is a state machine holding state (a Raft snapshot's bytes,
+// in either shape) on a temporary store that done removes.
+func scratchFSM(state []byte) (_ *fsm, done func(), err error) {
+	scratch, err := os.MkdirTemp("", "idserver-restore-")
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := persist.Open(scratch)
+	if err != nil {
+		os.RemoveAll(scratch)
+		return nil, nil, err
+	}
+	done = func() { s.Close(); os.RemoveAll(scratch) }
+	f, err := newFSM(s, math.MaxInt64)
+	if err == nil {
+		err = f.Restore(io.NopCloser(bytes.NewReader(state)))
+	}
+	if err != nil {
+		done()
+		return nil, nil, err
+	}
+	return f, done, nil
+}
+
+// jsonState is a Raft snapshot's state in the JSON shape a backup holds:
+// as it is, or read from the compact shape (snapshot.go).
+func jsonState(state []byte) ([]byte, error) {
+	if !bytes.HasPrefix(state, []byte(compactMagic)) {
+		return state, nil
+	}
+	f, done, err := scratchFSM(state)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	return f.stateJSON()
 }
 

@@ -54,7 +54,8 @@ type fsmSnapshot struct {
 	snap *persist.Snapshot
 }
 
-// Persist writes the snapshot to sink, as JSON, and then releases the
+// Persist writes the snapshot to sink, in its cluster's shape (compact or
+// JSON: writeSnapshot), and then releases the
 // Pebble snapshot: hashicorp/raft's RecoverCluster persists a snapshot and
 // never calls Release, and Pebble refuses to close with one open.
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {

@@ -16,9 +16,11 @@ import (
 )
 
 // DefaultMaxTags is the bound on the number of tags of a cluster whose log
-// carries no other (docs/operations.md, --max-tags): a tag issued from
-// costs about 500 bytes of resident memory, so 200,000 tags take about
-// 100 MiB and leave a 1 GiB pod room for the rest.
+// carries no other (docs/operations.md, --max-tags). Tags live in Pebble
+// and only a bounded hot set of them holds buffers, so 200,000 tags take
+// well under 100 MiB of resident memory (bench/RESULTS.md, "tags") and
+// leave a 1 GiB pod room for the rest. The state machine decides with it:
+// a build with another default would refuse other tags than its peers.
 const DefaultMaxTags = 200_000
 
 // ErrTagLimit: the command would create a tag past the cluster's bound on

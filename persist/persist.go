@@ -165,7 +165,8 @@ func (s *Store) Room() error {
 
 // Usage is what the store holds, in bytes: on disk (its tables and its
 // log) and in memory (the block cache's blocks and the memtables, which
-// Pebble allocates outside the Go heap).
+// Pebble allocates outside the Go heap in a cgo build and with make
+// without cgo).
 type Usage struct {
 	Disk      uint64
 	Cache     uint64

@@ -120,8 +120,8 @@ func (s *Server) infoClients() []string {
 }
 
 // tagStore is what a ClusterNode may say of the store its tags are in:
-// bytes on disk, and bytes in memory outside the Go heap (the store's
-// cache and memtables).
+// bytes on disk, and bytes in memory (the store's cache and memtables:
+// outside the Go heap in a cgo build, inside it with CGO_ENABLED=0).
 type tagStore interface {
 	TagStoreBytes() (disk, memory uint64)
 }
@@ -133,8 +133,9 @@ type bufferCount interface {
 }
 
 // infoMemory: Redis's fields, then the tags' memory: the tag store's
-// (outside used_memory, inside used_memory_rss), its size on disk, and
-// the segment buffers (about engine.BufferBytes each, inside used_memory).
+// (inside used_memory_rss; inside used_memory too only in a build without
+// cgo), its size on disk, and the segment buffers (about
+// engine.BufferBytes each, inside used_memory).
 func (s *Server) infoMemory() []string {
 	used, rss := s.usedMemory(), residentMemory()
 	peak := s.instant.peakMemory.Load()

@@ -291,8 +291,9 @@ func (c *Config) Validate() error {
 		// Below a few autopilot rounds a healthy member that is busy, or
 		// still joining, counts as dead and is removed.
 		return fmt.Errorf("--dead-member-after %v: 0 (never remove a member) or at least %v", c.DeadAfter, minDeadAfter)
-	case c.SnapshotInterval < 0:
-		return fmt.Errorf("--raft-snapshot-interval %v: 0 (10s) or more", c.SnapshotInterval)
+	case c.SnapshotInterval < 0 || c.SnapshotInterval > 0 && c.SnapshotInterval < 5*time.Millisecond:
+		// Raft refuses an interval under 5ms.
+		return fmt.Errorf("--raft-snapshot-interval %v: 0 (10s), or 5ms or more", c.SnapshotInterval)
 	case !(c.RaftTimeoutScale >= 1 && c.RaftTimeoutScale <= cluster.MaxTimeoutScale):
 		return fmt.Errorf("--raft-timeout-scale %v must be between 1 and %d", c.RaftTimeoutScale, cluster.MaxTimeoutScale)
 	case len(c.Zone) > 64 || strings.ContainsAny(c.Zone, ",= \t\r\n"):

@@ -51,6 +51,7 @@ func TestValidate(t *testing.T) {
 		{"client output limit too small", []string{"--client-output-limit", "100"}, "--client-output-limit 100 must be between"},
 		{"client output timeout too short", []string{"--client-output-timeout", "1ms"}, "--client-output-timeout 1ms is too short"},
 		{"negative snapshot interval", []string{"--raft-snapshot-interval", "-1s"}, "--raft-snapshot-interval -1s: 0"},
+		{"snapshot interval under Raft's 5ms", []string{"--raft-snapshot-interval", "1ms"}, "--raft-snapshot-interval 1ms: 0 (10s), or 5ms or more"},
 		{"client output limit and timeout", []string{"--client-output-limit", "65536", "--client-output-timeout", "2s"}, ""},
 		{"raft timeout scale", []string{"--raft-timeout-scale", "4"}, ""},
 		{"raft timeout scale below 1", []string{"--raft-timeout-scale", "0.5"}, "--raft-timeout-scale 0.5 must be between 1 and 20"},

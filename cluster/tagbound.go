@@ -35,6 +35,10 @@ func (f *fsm) tagRoom(newTags int) error {
 	if bound == 0 || f.meta.TagCount+newTags <= bound {
 		return nil
 	}
+	if newTags > 1 {
+		return fmt.Errorf("%w: --max-tags %d, and the cluster holds %d tags, to which this command would add %d: none of them is made, "+
+			"existing tags keep working (raise --max-tags on every node to create more)", ErrTagLimit, bound, f.meta.TagCount, newTags)
+	}
 	return fmt.Errorf("%w: --max-tags %d, and the cluster holds %d tags: a new tag is refused, existing tags keep working (raise --max-tags on every node to create more)",
 		ErrTagLimit, bound, f.meta.TagCount)
 }

@@ -178,11 +178,22 @@ func Run(ctx context.Context, src Source, opts Options) (Result, error) {
 	res.Imported = prog.imported.Load()
 	switch {
 	case writeErr != nil:
-		return res, fmt.Errorf("%w (%d floors landed before it; a rerun lands every one)", writeErr, res.Imported)
+		return res, fmt.Errorf("%w (%s)", writeErr, stoppedAt(writeErr, res.Imported))
 	case readErr != nil:
-		return res, fmt.Errorf("reading %s: %w (%d floors landed before it; a rerun lands every one)", src.Name(), readErr, res.Imported)
+		return res, fmt.Errorf("reading %s: %w (%s)", src.Name(), readErr, stoppedAt(readErr, res.Imported))
 	}
 	return res, nil
+}
+
+// stoppedAt says what an import that stopped on err leaves and how to go
+// on: a floor that landed lands again unchanged, so a rerun is safe, and
+// it lands every floor once err's cause is mended.
+func stoppedAt(err error, imported int64) string {
+	mend := "once the cause is mended"
+	if strings.Contains(err.Error(), "tag limit reached") {
+		mend = "once --max-tags on every node holds the source's keys"
+	}
+	return fmt.Sprintf("%d floors landed before it; a rerun lands every one %s", imported, mend)
 }
 
 // pace waits until read counters at rate per second have taken their time

@@ -376,7 +376,7 @@ func TestRedisKilledMidwayRerunFinishes(t *testing.T) {
 	})
 	old.kill()
 	r := <-done
-	if r.code != 1 || !strings.Contains(r.out, "floors landed before it; a rerun lands every one") {
+	if r.code != 1 || !strings.Contains(r.out, "floors landed before it; a rerun lands every one once the cause is mended") {
 		t.Fatalf("import with its source killed: exit %d, want 1 and how many landed:\n%s", r.code, r.out)
 	}
 	if n, _ := dst.DBSize(context.Background()).Result(); n >= int64(len(keys)) {
@@ -476,8 +476,9 @@ func TestPastMaxTagsStopsNamingTheBound(t *testing.T) {
 	})
 	start := time.Now()
 	code, out := systest.RunToExit(t, "import", "--from", "redis://"+old.addr(), "--to", p.Addr, "--timeout", "30s")
-	if code != 1 || !strings.Contains(out, "tag limit reached") || !strings.Contains(out, "floors landed before it") {
-		t.Fatalf("exit %d, want 1 naming the bound and what landed:\n%s", code, out)
+	if code != 1 || !strings.Contains(out, "tag limit reached") || !strings.Contains(out, "floors landed before it") ||
+		!strings.Contains(out, "to which this command would add") || !strings.Contains(out, "once --max-tags on every node holds") {
+		t.Fatalf("exit %d, want 1 naming the bound, the batch that would pass it, what landed and what a rerun needs:\n%s", code, out)
 	}
 	if took := time.Since(start); took > 15*time.Second {
 		t.Fatalf("the import tried a refusal again for %v", took)

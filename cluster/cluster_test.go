@@ -27,6 +27,7 @@ import (
 	"idserver/internal/testproc"
 	"idserver/internal/wait"
 	idnode "idserver/node"
+	"idserver/persist"
 )
 
 // snapshotEvery configures Raft to snapshot every n log entries (its
@@ -485,23 +486,7 @@ func TestCopyWhoseStoreLagsItsCompactSnapshotRestores(t *testing.T) {
 	if err := os.CopyFS(pebbleDir, os.DirFS(behind)); err != nil {
 		t.Fatal(err)
 	}
-	db, err := bolt.Open(filepath.Join(n.Dir, "raft", "raft.db"), 0o600, &bolt.Options{Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = db.Update(func(tx *bolt.Tx) error { // the log ends at the snapshot
-		c := tx.Bucket([]byte("logs")).Cursor()
-		for k, _ := c.Last(); k != nil && binary.BigEndian.Uint64(k) > snap.Index; k, _ = c.Last() {
-			if err := c.Delete(); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	db.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	endLogAt(t, n.Dir, snap.Index, nil)
 	img, err := cluster.ImageOf(n.Dir)
 	if err != nil {
 		t.Fatal(err)
@@ -513,6 +498,70 @@ func TestCopyWhoseStoreLagsItsCompactSnapshotRestores(t *testing.T) {
 	}
 	if res.Tags != 320 {
 		t.Fatalf("the restore holds %d tags, want the snapshot's 320", res.Tags)
+	}
+}
+
+// endLogAt removes the entries of dir's Raft log after index, and writes
+// last, when not nil, as the bytes of the entry at index.
+func endLogAt(t *testing.T, dir string, index uint64, last []byte) {
+	t.Helper()
+	db, err := bolt.Open(filepath.Join(dir, "raft", "raft.db"), 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		logs := tx.Bucket([]byte("logs"))
+		c := logs.Cursor()
+		for k, _ := c.Last(); k != nil && binary.BigEndian.Uint64(k) > index; k, _ = c.Last() {
+			if err := c.Delete(); err != nil {
+				return err
+			}
+		}
+		if last == nil {
+			return nil
+		}
+		return logs.Put(binary.BigEndian.AppendUint64(nil, index), last)
+	})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDamagedLastEntryAtTheSnapshotIsRefused: the log ends at the newest
+// snapshot and its last entry does not decode. Raft reads the last entry at
+// start for its term: the start refuses the directory as damaged, naming
+// the entry and the remedy.
+func TestDamagedLastEntryAtTheSnapshotIsRefused(t *testing.T) {
+	testproc.Long(t)
+	n := testcluster.Start(t, "n1", t.TempDir(), nil, snapshotEvery(64))
+	newTags(t, n.Client, "a", 20)
+	n.Stop()
+	// Pebble behind the snapshot (its batches are not synced), so that
+	// the log ending at the snapshot is all the start has to go on.
+	pebbleDir := filepath.Join(n.Dir, "pebble")
+	behind := filepath.Join(t.TempDir(), "pebble")
+	if err := os.CopyFS(behind, os.DirFS(pebbleDir)); err != nil {
+		t.Fatal(err)
+	}
+	n2 := testcluster.Start(t, n.ID, n.Dir, nil, snapshotEvery(64))
+	newTags(t, n2.Client, "b", 100)
+	if err := n2.Cluster.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	n2.Stop()
+	snap := snapshots(t, n.Dir)[0]
+	if err := os.RemoveAll(pebbleDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(pebbleDir, os.DirFS(behind)); err != nil {
+		t.Fatal(err)
+	}
+	endLogAt(t, n.Dir, snap.Index, []byte{0xc1, 1, 2, 3})
+	_, err := testcluster.Open(t, n.ID, n.Dir, nil, func(c *idnode.Config) { c.SnapshotThreshold = 64 })
+	want := fmt.Sprintf("Raft log entry %d of", snap.Index)
+	if err == nil || !errors.Is(err, persist.ErrDamaged) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("a start whose last entry (%d, at the snapshot) does not decode: %v, want the damaged directory naming %q", snap.Index, err, want)
 	}
 }
 

@@ -108,7 +108,8 @@ func checkRaftState(cfg Config, f *fsm, clusterID string, snaps raft.SnapshotSto
 	// of a type it does not know, or a configuration it cannot read, or on
 	// one that is missing (above an older snapshot it fell back to, below
 	// the first entry kept after the newest one). With snapshots of which
-	// none opens, it does not start. Those entries are checked here, and
+	// none opens, it does not start. Those entries are checked here, with
+	// the last one, which Raft reads for its term wherever it lies, and
 	// only those: the start reads no more of the log than Raft does. The
 	// entries up to the snapshot Raft reads only to send a follower that
 	// lags, and it sends the snapshot instead of one that is missing; one
@@ -121,7 +122,9 @@ func checkRaftState(cfg Config, f *fsm, clusterID string, snaps raft.SnapshotSto
 	}
 	from := first
 	if restorable {
-		from = snap + 1
+		// Raft reads the last entry at start too, for its term, also when
+		// it lies at or below the snapshot.
+		from = min(snap+1, last)
 	}
 	for i := from; i <= last && i > 0; i++ {
 		err := checkLogEntry(logs, i)

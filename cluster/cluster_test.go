@@ -404,34 +404,8 @@ func TestUnfinishedSnapshotIsRemovedAtStart(t *testing.T) {
 // it handed out.
 func TestStoreBehindASnapshotWithAnUnreadableEntryBelowIt(t *testing.T) {
 	testproc.Long(t)
-	n := testcluster.Start(t, "n1", t.TempDir(), nil, snapshotEvery(64))
-	newTags(t, n.Client, "a", 20)
-	n.Stop()
-	pebbleDir := filepath.Join(n.Dir, "pebble")
-	behind := filepath.Join(t.TempDir(), "pebble")
-	if err := os.CopyFS(behind, os.DirFS(pebbleDir)); err != nil {
-		t.Fatal(err)
-	}
+	n, snap, applied, last := storeBehindSnapshot(t, 5)
 	logs, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(n.Dir, "raft", "raft.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	applied, _ := logs.LastIndex()
-	logs.Close()
-	n2 := testcluster.Start(t, n.ID, n.Dir, nil, snapshotEvery(64))
-	last := newTags(t, n2.Client, "b", 5)
-	if err := n2.Cluster.Snapshot(); err != nil {
-		t.Fatal(err)
-	}
-	n2.Stop()
-	snap := snapshots(t, n.Dir)[0]
-	if err := os.RemoveAll(pebbleDir); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.CopyFS(pebbleDir, os.DirFS(behind)); err != nil {
-		t.Fatal(err)
-	}
-	logs, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(n.Dir, "raft", "raft.db")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -465,27 +439,7 @@ func TestStoreBehindASnapshotWithAnUnreadableEntryBelowIt(t *testing.T) {
 // the backup image holds the snapshot's state, read as JSON, and restores.
 func TestCopyWhoseStoreLagsItsCompactSnapshotRestores(t *testing.T) {
 	testproc.Long(t)
-	n := testcluster.Start(t, "n1", t.TempDir(), nil, snapshotEvery(64))
-	newTags(t, n.Client, "a", 20)
-	n.Stop()
-	pebbleDir := filepath.Join(n.Dir, "pebble")
-	behind := filepath.Join(t.TempDir(), "pebble")
-	if err := os.CopyFS(behind, os.DirFS(pebbleDir)); err != nil {
-		t.Fatal(err)
-	}
-	n2 := testcluster.Start(t, n.ID, n.Dir, nil, snapshotEvery(64))
-	newTags(t, n2.Client, "b", 300)
-	if err := n2.Cluster.Snapshot(); err != nil {
-		t.Fatal(err)
-	}
-	n2.Stop()
-	snap := snapshots(t, n.Dir)[0]
-	if err := os.RemoveAll(pebbleDir); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.CopyFS(pebbleDir, os.DirFS(behind)); err != nil {
-		t.Fatal(err)
-	}
+	n, snap, _, _ := storeBehindSnapshot(t, 300)
 	endLogAt(t, n.Dir, snap.Index, nil)
 	img, err := cluster.ImageOf(n.Dir)
 	if err != nil {
@@ -499,6 +453,43 @@ func TestCopyWhoseStoreLagsItsCompactSnapshotRestores(t *testing.T) {
 	if res.Tags != 320 {
 		t.Fatalf("the restore holds %d tags, want the snapshot's 320", res.Tags)
 	}
+}
+
+// storeBehindSnapshot is a stopped node ("a0".."a19", then "b0" on, made
+// after its Pebble state was copied aside, then a snapshot) whose Pebble
+// state is put back behind its newest Raft snapshot, as a kill -9 leaves
+// it (the state machine's batches are not synced). It returns the node,
+// the snapshot, the last index the Pebble state had applied, and the end
+// of the last "b" tag's range.
+func storeBehindSnapshot(t *testing.T, tags int) (*testcluster.Node, *raft.SnapshotMeta, uint64, int64) {
+	t.Helper()
+	n := testcluster.Start(t, "n1", t.TempDir(), nil, snapshotEvery(64))
+	newTags(t, n.Client, "a", 20)
+	n.Stop()
+	pebbleDir := filepath.Join(n.Dir, "pebble")
+	behind := filepath.Join(t.TempDir(), "pebble")
+	if err := os.CopyFS(behind, os.DirFS(pebbleDir)); err != nil {
+		t.Fatal(err)
+	}
+	logs, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(n.Dir, "raft", "raft.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied, _ := logs.LastIndex()
+	logs.Close()
+	n2 := testcluster.Start(t, n.ID, n.Dir, nil, snapshotEvery(64))
+	last := newTags(t, n2.Client, "b", tags)
+	if err := n2.Cluster.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	n2.Stop()
+	if err := os.RemoveAll(pebbleDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(pebbleDir, os.DirFS(behind)); err != nil {
+		t.Fatal(err)
+	}
+	return n, snapshots(t, n.Dir)[0], applied, last
 }
 
 // endLogAt removes the entries of dir's Raft log after index, and writes
@@ -534,29 +525,9 @@ func endLogAt(t *testing.T, dir string, index uint64, last []byte) {
 // the entry and the remedy.
 func TestDamagedLastEntryAtTheSnapshotIsRefused(t *testing.T) {
 	testproc.Long(t)
-	n := testcluster.Start(t, "n1", t.TempDir(), nil, snapshotEvery(64))
-	newTags(t, n.Client, "a", 20)
-	n.Stop()
-	// Pebble behind the snapshot (its batches are not synced), so that
-	// the log ending at the snapshot is all the start has to go on.
-	pebbleDir := filepath.Join(n.Dir, "pebble")
-	behind := filepath.Join(t.TempDir(), "pebble")
-	if err := os.CopyFS(behind, os.DirFS(pebbleDir)); err != nil {
-		t.Fatal(err)
-	}
-	n2 := testcluster.Start(t, n.ID, n.Dir, nil, snapshotEvery(64))
-	newTags(t, n2.Client, "b", 100)
-	if err := n2.Cluster.Snapshot(); err != nil {
-		t.Fatal(err)
-	}
-	n2.Stop()
-	snap := snapshots(t, n.Dir)[0]
-	if err := os.RemoveAll(pebbleDir); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.CopyFS(pebbleDir, os.DirFS(behind)); err != nil {
-		t.Fatal(err)
-	}
+	// Pebble behind the snapshot, so that the log ending at the snapshot
+	// is all the start has to go on.
+	n, snap, _, _ := storeBehindSnapshot(t, 100)
 	endLogAt(t, n.Dir, snap.Index, []byte{0xc1, 1, 2, 3})
 	_, err := testcluster.Open(t, n.ID, n.Dir, nil, func(c *idnode.Config) { c.SnapshotThreshold = 64 })
 	want := fmt.Sprintf("Raft log entry %d of", snap.Index)

@@ -196,6 +196,7 @@ type floorPair struct {
 // changes. A tag at or above its v is left as it is; a new one is created
 // at v (above TagBase as any new tag). It answers nil or the refusal.
 func (f *fsm) applyFloors(d *decoder, b *persist.Batch, _ *changes) any {
+	f.meta.Shapes = max(f.meta.Shapes, 1)
 	count := d.uvarint()
 	pairs := make([]floorPair, 0, min(count, maxFloorsPerEntry))
 	for range count {

@@ -204,6 +204,10 @@ type meta struct {
 	// that reads it stored, tagFormatJSON (what every build reads) in one
 	// an older build created.
 	TagFormat int `json:"tag_format,omitempty"`
+	// Shapes is the newest log shape (logShapes) of an entry the log has
+	// held: 1 once it committed an entryFloors or an entryMaxTags, which
+	// older builds do not read. It never goes down (shapesNeeded).
+	Shapes int `json:"shapes,omitempty"`
 }
 
 // allocItem is one request in an entryAlloc, and allocResult its answer.

@@ -131,8 +131,8 @@ func (c *Cluster) join(ctx context.Context, node, raftAddr, respAddr string) (Jo
 		return JoinResult{}, &removedJoin{err}
 	case !member && id.Reads < c.fsm.shapesNeeded():
 		return refuse("its idserver build is older than this cluster's log: the cluster was created by a newer build " +
-			"(compact tag records) or holds a --max-tags bound, which that build cannot read; start it with the build " +
-			"the members run (INFO server's idserver_version) or a newer one")
+			"(compact tag records), or its log has held an MSET or a --max-tags bound, which that build cannot read; " +
+			"start it with the build the members run (INFO server's idserver_version) or a newer one")
 	case id.PublicKey != "" && c.fsm.publicKey() != nil && id.PublicKey != engine.PublicKeyFingerprint(c.fsm.publicKey()):
 		return refuse("its --public-key (fingerprint %s) differs from this cluster's public-ID key (fingerprint %s): "+
 			"start it with this cluster's key, or without --public-key", id.PublicKey, engine.PublicKeyFingerprint(c.fsm.publicKey()))

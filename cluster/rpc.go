@@ -673,8 +673,9 @@ type Identity struct {
 }
 
 // logShapes is the newest shape of the log and the state this build reads:
-// 1 for the bound on tags (entryMaxTags) and the compact tag records,
-// allocation entries and snapshots of tagFormatCompact. A cluster whose
+// 1 for MSET's floors (entryFloors), the bound on tags (entryMaxTags) and
+// the compact tag records, allocation entries and snapshots of
+// tagFormatCompact. A cluster whose
 // state uses any of them admits no node that says less (fsm.shapesNeeded):
 // such a node would stop at the first entry or snapshot it cannot read,
 // its worker ID taken and the cluster a member short.

@@ -44,15 +44,18 @@ func (f *fsm) tagRoom(newTags int) error {
 }
 
 // shapesNeeded is the log shape (logShapes) a node must read to follow
-// this state: 1 once it is of the compact format or holds a committed
-// bound on tags, else 0 (every build reads it).
+// this state: 1 once it is of the compact format or its log has held an
+// MSET's or a bound's entry (meta.Shapes; a bound committed before the
+// state kept Shapes shows as MaxTags), else 0 (every build reads it). It
+// asks for the log's lifetime, not the entries still in it: a joiner
+// that would be sent only a snapshot is refused too.
 func (f *fsm) shapesNeeded() int {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	if f.meta.TagFormat >= tagFormatCompact || f.meta.MaxTags != 0 {
-		return 1
+		return max(f.meta.Shapes, 1)
 	}
-	return 0
+	return f.meta.Shapes
 }
 
 // bound is the bound the state holds, 0 for none. The caller holds the
@@ -70,6 +73,7 @@ func (f *fsm) bound() int {
 func (f *fsm) applyMaxTags(d *decoder, b *persist.Batch, _ *changes) any {
 	n := d.uvarint()
 	d.end()
+	f.meta.Shapes = max(f.meta.Shapes, 1)
 	f.meta.MaxTags = int(min(n, 1<<31))
 	if n == 0 {
 		f.meta.MaxTags = -1

@@ -800,17 +800,68 @@ func TestOldBuildIsRefusedByANewCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the old commit and starts two processes; not in -short")
 	}
-	oldBin := buildOld(t)
-	newBin, remove, err := testproc.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(remove)
+	oldBin, newBin := buildOld(t), buildNew(t)
 	srv, err := testproc.Start(t, testproc.Config{Binary: newBin, Dir: t.TempDir(), Args: []string{"--raft-addr", "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t))}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	oldJoinIsRefused(t, oldBin, srv.Addr)
+}
+
+// TestOldBuildIsRefusedOnceTheLogHeldAnMSET: a cluster the old build
+// created and this build runs admits a node of the old build (see
+// TestRollingUpgradeWithSnapshots) until its log holds an entry the old
+// build cannot read: after an MSET, the old node's join is refused.
+func TestOldBuildIsRefusedOnceTheLogHeldAnMSET(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the old commit and starts three processes; not in -short")
+	}
+	oldBin, newBin := buildOld(t), buildNew(t)
+	dir, args := t.TempDir(), []string{"--raft-addr", "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t))}
+	old, err := testproc.Start(t, testproc.Config{Binary: oldBin, Dir: dir, Args: args})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oc := redis.NewClient(&redis.Options{Addr: old.Addr, MaxRetries: -1})
+	err = oc.Do(context.Background(), "INCR", "orders").Err()
+	oc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Stop(15 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := testproc.Start(t, testproc.Config{Binary: newBin, Dir: dir, Args: append(args, "--port", old.Port)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	err = sc.Do(context.Background(), "MSET", "x", 100, "y", 200).Err()
+	sc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldJoinIsRefused(t, oldBin, srv.Addr)
+}
+
+// buildNew is the current build, removed when the test ends.
+func buildNew(t *testing.T) string {
+	t.Helper()
+	bin, remove, err := testproc.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(remove)
+	return bin
+}
+
+// oldJoinIsRefused starts a node of the old build joining through addr,
+// the cluster's one member, and fails the test unless the node is refused
+// saying its build is older than the cluster's log, the cluster keeps one
+// member, and a SET lands.
+func oldJoinIsRefused(t *testing.T, oldBin, addr string) {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	t.Cleanup(func() { rdb.Close() })
 	ctx := context.Background()
 	if err := rdb.Do(ctx, "INCR", "orders").Err(); err != nil {
@@ -819,7 +870,7 @@ func TestOldBuildIsRefusedByANewCluster(t *testing.T) {
 	octx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(octx, oldBin, "--port", strconv.Itoa(testproc.FreePort(t)), "--raft-addr", "127.0.0.1:"+strconv.Itoa(testproc.FreePort(t)),
-		"--dir", t.TempDir(), "--join", srv.Addr)
+		"--dir", t.TempDir(), "--join", addr)
 	out, err := cmd.CombinedOutput()
 	if octx.Err() != nil || err == nil {
 		t.Fatalf("the old build's join did not end in a refusal within a minute (%v):\n%s", err, out)
@@ -834,7 +885,7 @@ func TestOldBuildIsRefusedByANewCluster(t *testing.T) {
 	if members := parseInfo(info)["members"]; members != "1" {
 		t.Fatalf("CLUSTER INFO members: %q after the refused join, want 1:\n%s", members, info)
 	}
-	if err := rdb.Set(ctx, "orders", 1000, 0).Err(); err != nil {
+	if err := rdb.Set(ctx, "orders", 1_000_000_000, 0).Err(); err != nil {
 		t.Fatalf("SET after the refused join: %v", err)
 	}
 }

@@ -492,6 +492,77 @@ func storeBehindSnapshot(t *testing.T, tags int) (*testcluster.Node, *raft.Snaps
 	return n, snapshots(t, n.Dir)[0], applied, last
 }
 
+// TestStoreBehindASnapshotOverAnotherBranchOfTheLog: Pebble lags the
+// newest snapshot, and the log below the snapshot is of another leader's
+// branch (entries a deposed leader kept, which the snapshot's history
+// replaced). The start restores the snapshot instead of replaying that
+// branch: what the snapshot's history handed out is not handed out again.
+func TestStoreBehindASnapshotOverAnotherBranchOfTheLog(t *testing.T) {
+	testproc.Long(t)
+	dir, keep := t.TempDir(), t.TempDir()
+	pebbleDir, raftDB := filepath.Join(dir, "pebble"), filepath.Join(dir, "raft", "raft.db")
+	save := func(name string) {
+		if err := os.CopyFS(filepath.Join(keep, name, "pebble"), os.DirFS(pebbleDir)); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(raftDB)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(keep, name, "raft.db"), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put := func(pebbleOf, raftOf string) {
+		if err := os.RemoveAll(pebbleDir); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.CopyFS(pebbleDir, os.DirFS(filepath.Join(keep, pebbleOf, "pebble"))); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(keep, raftOf, "raft.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(raftDB, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := testcluster.Start(t, "n1", dir, nil, nil)
+	newTags(t, n.Client, "a", 3)
+	n.Stop()
+	save("base")
+	n = testcluster.Start(t, "n1", dir, nil, nil) // the branch the snapshot replaces
+	newTags(t, n.Client, "z", 80)
+	n.Stop()
+	save("stale")
+	put("base", "base")
+	n = testcluster.Start(t, "n1", dir, nil, nil) // the snapshot's branch, in a later term
+	n.Stop()
+	n = testcluster.Start(t, "n1", dir, nil, nil)
+	var last int64
+	for range 10 {
+		v, err := n.Client.Do(context.Background(), "NEXTSEG", "x", 100).Int64Slice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = v[1]
+	}
+	if err := n.Cluster.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	n.Stop()
+	snap := snapshots(t, dir)[0]
+	put("base", "stale")
+	n, err := testcluster.Open(t, "n1", dir, nil, nil)
+	if err != nil {
+		t.Fatalf("the start: %v", err)
+	}
+	if v, err := n.Client.Do(context.Background(), "NEXTSEG", "x", 100).Int64Slice(); err != nil || v[0] <= last {
+		t.Fatalf("NEXTSEG x after the start: %v %v, want above %d, which the snapshot's history (index %d, term %d) handed out", v, err, last, snap.Index, snap.Term)
+	}
+}
+
 // endLogAt removes the entries of dir's Raft log after index, and writes
 // last, when not nil, as the bytes of the entry at index.
 func endLogAt(t *testing.T, dir string, index uint64, last []byte) {

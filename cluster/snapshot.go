@@ -496,7 +496,7 @@ func restoreOnStart(f *fsm, snaps raft.SnapshotStore, logs raft.LogStore) error 
 	if snap.Index <= f.applied() {
 		return nil
 	}
-	if replayed(f, logs, snap.Index) {
+	if replayed(f, logs, snap.Index, snap.Term) {
 		return nil
 	}
 	_, rc, err := snaps.Open(snap.ID)
@@ -519,13 +519,20 @@ func restoreOnStart(f *fsm, snaps raft.SnapshotStore, logs raft.LogStore) error 
 	return f.store.SetSync(keyState, m)
 }
 
-// replayed applies the entries of logs after what f applied, up to to,
-// and says whether it did: only when the log holds them all and each reads
-// as an entry this build applies (checkEntry). The start checks only the
-// entries after the newest snapshot (dircheck.go), and these lie at or
-// below it: one that does not read is left to the snapshot, which holds
-// it, rather than handed to Apply, which stops the process on it.
-func replayed(f *fsm, logs raft.LogStore, to uint64) bool {
+// replayed applies the entries of logs after what f applied, up to to (a
+// snapshot's index, of term term), and says whether it did: only when the
+// log holds them all, its entry at to has the snapshot's term (else the
+// entries below it may be of another leader's branch that the snapshot's
+// replaced), and each reads as an entry this build applies (checkEntry).
+// The start checks only the entries after the newest snapshot
+// (dircheck.go), and these lie at or below it: one that does not read is
+// left to the snapshot, which holds it, rather than handed to Apply, which
+// stops the process on it.
+func replayed(f *fsm, logs raft.LogStore, to, term uint64) bool {
+	var end raft.Log
+	if err := logs.GetLog(to, &end); err != nil || end.Term != term {
+		return false
+	}
 	from := f.applied() + 1
 	for i := from; i <= to; i++ {
 		if err := checkLogEntry(logs, i); err != nil {

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -203,6 +204,7 @@ func scratchFSM(state []byte) (_ *fsm, done func(), err error) {
 	done = func() { s.Close(); os.RemoveAll(scratch) }
 	f, err := newFSM(s, math.MaxInt64)
 	if err == nil {
+		f.log = slog.New(slog.DiscardHandler) // a command's scratch work, not a server's
 		err = f.Restore(io.NopCloser(bytes.NewReader(state)))
 	}
 	if err != nil {

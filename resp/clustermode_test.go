@@ -68,9 +68,13 @@ func newFourMembers(t *testing.T, self string) fourMembers {
 // health view says), each the only node of its range; MYID is 40 hex digits;
 // CLUSTER INFO starts with Redis's own lines.
 func TestClusterModeSplitsTheSlotsOverLiveMembers(t *testing.T) {
-	srv, addr := startServerT(t, Config{NodeID: "n1", EmulateCluster: true})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
 	f := newFourMembers(t, addr)
-	srv.cfg.Cluster = f
+	serveT(t, Config{NodeID: "n1", EmulateCluster: true, Cluster: f}, ln)
 	for _, proto := range []int{2, 3} {
 		c := newClient(t, addr, proto, "")
 		ctx := context.Background()
@@ -191,9 +195,13 @@ func TestCountKeysInSlot(t *testing.T) {
 // MASTERS lists the configured names; REPLICAS and SENTINELS the live
 // members (n2, n3, n4: not n5, not listening); ROLE is a master's.
 func TestSentinelNamesTheAnsweringNode(t *testing.T) {
-	srv, addr := startServerT(t, Config{NodeID: "n1", SentinelMasters: []string{"ids", "orders"}})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
 	f := newFourMembers(t, addr)
-	srv.cfg.Cluster = f
+	serveT(t, Config{NodeID: "n1", SentinelMasters: []string{"ids", "orders"}, Cluster: f}, ln)
 	for _, proto := range []int{2, 3} {
 		sc := redis.NewSentinelClient(&redis.Options{Addr: addr, Protocol: proto})
 		defer sc.Close()

@@ -28,11 +28,18 @@ func startServer(t *testing.T, cfg Config) string {
 // startServerT is startServer that also returns the server.
 func startServerT(t *testing.T, cfg Config) (*Server, string) {
 	t.Helper()
-	gen, err := engine.New(engine.Config{Layout: engine.DefaultLayout(), Worker: 3, MaxBorrow: time.Second, LeaseEndMS: math.MaxInt64}, time.Now, &memstore.HighWater{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return serveT(t, cfg, ln), ln.Addr().String()
+}
+
+// serveT serves cfg on ln until the test ends: for a configuration that
+// names the server's own address, known once ln listens.
+func serveT(t *testing.T, cfg Config, ln net.Listener) *Server {
+	t.Helper()
+	gen, err := engine.New(engine.Config{Layout: engine.DefaultLayout(), Worker: 3, MaxBorrow: time.Second, LeaseEndMS: math.MaxInt64}, time.Now, &memstore.HighWater{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +53,7 @@ func startServerT(t *testing.T, cfg Config) (*Server, string) {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	return srv, ln.Addr().String()
+	return srv
 }
 
 // TestInfoSnowflakeNamesReservedWorkersApart: INFO snowflake's layout line

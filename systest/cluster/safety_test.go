@@ -7,6 +7,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -262,6 +263,27 @@ func TestSetWithAMemberPaused(t *testing.T) {
 	if err := ms[2].P.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	// The signal is sent, not yet taken: one thread takes it and stops the
+	// others, which run on until then (milliseconds on a loaded machine,
+	// enough to answer the SET). Wait until the kernel says every thread
+	// is stopped (state T), so that the SET meets the member paused.
+	tasks := fmt.Sprintf("/proc/%d/task", ms[2].P.Cmd.Process.Pid)
+	wait.For(t, 10*time.Second, "every thread of the member stopped", func() (bool, string) {
+		ids, err := os.ReadDir(tasks)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, id := range ids {
+			b, err := os.ReadFile(filepath.Join(tasks, id.Name(), "stat"))
+			if err != nil {
+				return false, err.Error()
+			}
+			if _, after, _ := strings.Cut(string(b), ") "); !strings.HasPrefix(after, "T") {
+				return false, "thread " + id.Name() + " in state " + after[:min(1, len(after))]
+			}
+		}
+		return true, ""
+	})
 	err = c1.Do(ctx, "SET", "s", v).Err()
 	ms[2].P.Cmd.Process.Signal(syscall.SIGCONT)
 	if err == nil || !strings.Contains(err.Error(), id3) {

@@ -133,9 +133,6 @@ func ImageOf(dir string) (Image, error) {
 			}
 			state, err = io.ReadAll(rc)
 			rc.Close()
-			if err == nil {
-				state, err = jsonState(state)
-			}
 			if err != nil {
 				return img, fmt.Errorf("raft snapshot %s: %w", list[0].ID, err)
 			}
@@ -150,11 +147,12 @@ func ImageOf(dir string) (Image, error) {
 }
 
 // replayLog applies the entries of the Raft log at path after index
-// applied to state, in a scratch state machine, and returns the result.
-// A log that does not reach back to applied+1 is not applied.
+// applied to state (a Raft snapshot's, in either shape), in a scratch
+// state machine, and returns the result as JSON. A log that does not reach
+// back to applied+1 is not applied.
 func replayLog(path string, state []byte, applied uint64) (_ []byte, err error) {
 	if _, err := os.Stat(path); err != nil {
-		return state, nil
+		return jsonState(state)
 	}
 	logs, err := raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: &bbolt.Options{ReadOnly: true, Timeout: time.Second}})
 	if err != nil {
@@ -166,8 +164,11 @@ func replayLog(path string, state []byte, applied uint64) (_ []byte, err error) 
 		return nil, err
 	}
 	last, err := logs.LastIndex()
-	if err != nil || last <= applied || first > applied+1 {
+	if err != nil {
 		return state, err
+	}
+	if last <= applied || first > applied+1 {
+		return jsonState(state)
 	}
 	f, done, err := scratchFSM(state)
 	if err != nil {

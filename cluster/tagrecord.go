@@ -26,13 +26,14 @@ import (
 //	 8 bytes boot, varint max_id-last, varint before: flags&4],
 //	[one zero byte: flags&8]
 //
+// A tag allocated by one node in one process costs the name of the node,
+// its boot and a few bytes.
+//
 // The store never holds a compact record of 16 bytes: a build that does
 // not read compact records reads any 16-byte record as the oldest shape
 // (a wrong max_id, below what was issued as often as above), where it
 // refuses every other length. One that would be 16 bytes takes the zero
 // byte (flags&8) and is 17.
-// A tag allocated by one node in one process costs the name of the node,
-// its boot and a few bytes.
 const (
 	tagJSON    byte = 0xff
 	tagCompact byte = 0xfe

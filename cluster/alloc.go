@@ -5,6 +5,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"time"
 
 	"idserver/engine"
 )
@@ -113,11 +114,22 @@ func (c *Cluster) allocLocal(ctx context.Context, items []allocItem) ([]allocRes
 	}
 }
 
+// groupHold is how long an entry waits, at most, for the requests the one
+// before it carried to come back.
+const groupHold = 500 * time.Microsecond
+
 // runGroupCommit drains waiting allocations into one log entry at a time
 // (uhaha's runWriteApplier): the more requests arrive during an Apply, the
-// more the next one carries.
+// more the next one carries. An entry with fewer requests than the last
+// one waits up to groupHold for the rest: clients that each wait for their
+// new tag come back together after a commit, and one entry then carries
+// them all instead of splitting them over two, each with its own synced
+// write. A lone client, whose entries carry one request, never waits.
 func (c *Cluster) runGroupCommit() {
 	defer c.stopped.Done()
+	hold := time.NewTimer(groupHold)
+	hold.Stop()
+	last := 0 // requests the last entry carried
 	for {
 		var batch []*allocReq
 		items := 0
@@ -128,16 +140,36 @@ func (c *Cluster) runGroupCommit() {
 			batch = append(batch, req)
 			items += len(req.items)
 		}
+		held := false
 	drain:
 		for items < 1024 {
 			select {
 			case req := <-c.allocs:
 				batch = append(batch, req)
 				items += len(req.items)
+				continue
 			default:
-				break drain
 			}
+			if len(batch) >= last || held {
+				break
+			}
+			held = true
+			hold.Reset(groupHold)
+			for items < 1024 && len(batch) < last {
+				select {
+				case req := <-c.allocs:
+					batch = append(batch, req)
+					items += len(req.items)
+				case <-hold.C:
+					break drain
+				case <-c.stop:
+					hold.Stop()
+					break drain
+				}
+			}
+			hold.Stop()
 		}
+		last = len(batch)
 		all := make([]allocItem, 0, items)
 		for _, r := range batch {
 			all = append(all, r.items...)

@@ -399,37 +399,48 @@ func TestUnfinishedSnapshotIsRemovedAtStart(t *testing.T) {
 // TestStoreBehindASnapshotWithAnUnreadableEntryBelowIt: Pebble lags the
 // newest Raft snapshot (its batches are not synced: a kill -9 loses the
 // last ones) and an entry between the two does not read as one this build
-// applies. The start does not replay it (which would stop the process): it
+// applies: a command type it does not know, or a known type whose body is
+// cut. The start does not replay it (which would stop the process): it
 // restores the snapshot, which holds it, and every tag continues above what
 // it handed out.
 func TestStoreBehindASnapshotWithAnUnreadableEntryBelowIt(t *testing.T) {
 	testproc.Long(t)
-	n, snap, applied, last := storeBehindSnapshot(t, 5)
-	logs, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(n.Dir, "raft", "raft.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var garbled uint64
-	for i := applied + 2; i <= snap.Index && garbled == 0; i++ {
-		var l raft.Log
-		if logs.GetLog(i, &l) == nil && l.Type == raft.LogCommand {
-			l.Data = []byte{0xee, 1, 2} // no command type this build knows
-			if err := logs.StoreLog(&l); err != nil {
+	for _, c := range []struct {
+		name   string
+		garble func([]byte) []byte
+	}{
+		{"unknown type", func([]byte) []byte { return []byte{0xee, 1, 2} }},
+		{"cut body", func(b []byte) []byte { return []byte{b[0], 0xff} }}, // a varint that never ends
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n, snap, applied, last := storeBehindSnapshot(t, 5)
+			logs, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(n.Dir, "raft", "raft.db")})
+			if err != nil {
 				t.Fatal(err)
 			}
-			garbled = i
-		}
-	}
-	logs.Close()
-	if garbled == 0 {
-		t.Fatalf("no command entry between %d and the snapshot's %d", applied, snap.Index)
-	}
-	n3, err := testcluster.Open(t, n.ID, n.Dir, nil, func(c *idnode.Config) { c.SnapshotThreshold = 64 })
-	if err != nil {
-		t.Fatalf("the start with the store at about %d, the snapshot at %d and entry %d unreadable: %v", applied, snap.Index, garbled, err)
-	}
-	if v, err := n3.Client.Do(context.Background(), "INCR", "b4").Int64(); err != nil || v <= last {
-		t.Fatalf("INCR b4 after the start: %d %v, want above %d", v, err, last)
+			var garbled uint64
+			for i := applied + 2; i <= snap.Index && garbled == 0; i++ {
+				var l raft.Log
+				if logs.GetLog(i, &l) == nil && l.Type == raft.LogCommand {
+					l.Data = c.garble(l.Data)
+					if err := logs.StoreLog(&l); err != nil {
+						t.Fatal(err)
+					}
+					garbled = i
+				}
+			}
+			logs.Close()
+			if garbled == 0 {
+				t.Fatalf("no command entry between %d and the snapshot's %d", applied, snap.Index)
+			}
+			n3, err := testcluster.Open(t, n.ID, n.Dir, nil, func(c *idnode.Config) { c.SnapshotThreshold = 64 })
+			if err != nil {
+				t.Fatalf("the start with the store at about %d, the snapshot at %d and entry %d unreadable: %v", applied, snap.Index, garbled, err)
+			}
+			if v, err := n3.Client.Do(context.Background(), "INCR", "b4").Int64(); err != nil || v <= last {
+				t.Fatalf("INCR b4 after the start: %d %v, want above %d", v, err, last)
+			}
+		})
 	}
 }
 

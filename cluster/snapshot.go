@@ -523,11 +523,12 @@ func restoreOnStart(f *fsm, snaps raft.SnapshotStore, logs raft.LogStore) error 
 // snapshot's index, of term term), and says whether it did: only when the
 // log holds them all, its entry at to has the snapshot's term (else the
 // entries below it may be of another leader's branch that the snapshot's
-// replaced), and each reads as an entry this build applies (checkEntry).
-// The start checks only the entries after the newest snapshot
-// (dircheck.go), and these lie at or below it: one that does not read is
-// left to the snapshot, which holds it, rather than handed to Apply, which
-// stops the process on it.
+// replaced), and each reads as an entry this build applies (checkEntry)
+// and decodes. The start checks only the entries after the newest
+// snapshot (dircheck.go), and these lie at or below it: one that does not
+// read is left to the snapshot, which holds it, rather than stopping the
+// process as Apply does on it. When it answers false the caller restores
+// the snapshot, which replaces whatever the replay applied.
 func replayed(f *fsm, logs raft.LogStore, to, term uint64) bool {
 	var end raft.Log
 	if err := logs.GetLog(to, &end); err != nil || end.Term != term {
@@ -545,10 +546,22 @@ func replayed(f *fsm, logs raft.LogStore, to, term uint64) bool {
 	}
 	for i := from; i <= to; i++ {
 		var l raft.Log
-		if err := logs.GetLog(i, &l); err != nil {
+		if err := logs.GetLog(i, &l); err != nil || !replayOne(f, &l) {
 			return false
 		}
-		f.Apply(&l)
 	}
+	return true
+}
+
+// replayOne applies l, and answers false, with a warning, when its body
+// does not decode (Apply panics on it: decoder.fail).
+func replayOne(f *fsm, l *raft.Log) (ok bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			f.log.Warn("restoring the Raft snapshot instead of replaying the log below it", "entry", l.Index, "err", p)
+			ok = false
+		}
+	}()
+	f.Apply(l)
 	return true
 }

@@ -9,9 +9,9 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
+	"idserver/engine"
 	"idserver/persist"
 )
 
@@ -26,7 +26,7 @@ const DefaultMaxTags = 200_000
 // ErrTagLimit: the command would create a tag past the cluster's bound on
 // the number of tags (--max-tags). Nothing changed; tags that exist keep
 // working.
-var ErrTagLimit = errors.New("tag limit reached")
+var ErrTagLimit = engine.ErrTagLimit
 
 // tagRoom refuses newTags more tags past the bound. The caller holds the
 // state machine's lock.

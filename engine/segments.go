@@ -27,6 +27,9 @@ var (
 	ErrWouldGoBack = errors.New("values never go back")
 	// ErrOverflow: the allocation would pass the largest int64.
 	ErrOverflow = errors.New("increment or decrement would overflow")
+	// ErrTagLimit: the command would create a tag past the cluster's
+	// bound on the number of tags (--max-tags); nothing changed.
+	ErrTagLimit = errors.New("tag limit reached")
 )
 
 // NoLeaderError is ErrNoLeader with its cause: errors.Is matches both

@@ -100,7 +100,10 @@ func (s *Server) clusterError(conn redcon.Conn, err error) {
 		s.errorReply(conn, "ERR increment or decrement would overflow")
 	default:
 		msg := err.Error()
-		if !errors.Is(err, engine.ErrWouldGoBack) && s.commands.Err() == nil { // not ended by Close
+		// A refusal of the client's own request (docs/commands.md) is its
+		// reply alone: a client looping on it must not fill the log.
+		refused := errors.Is(err, engine.ErrWouldGoBack) || errors.Is(err, engine.ErrTagLimit)
+		if !refused && s.commands.Err() == nil { // not ended by Close
 			s.cfg.Logger.Warn("cluster request failed", "err", err)
 		}
 		s.errorReply(conn, "ERR "+msg)

@@ -22,6 +22,7 @@ func TestMain(m *testing.M) { systest.Main(m) }
 // and INCR on each answers above the floor); once the cluster holds 1000
 // tags an MSET with a new tag is refused whole, naming the bound, existing
 // tags still take MSET and INCR, and DBSIZE, INFO and /metrics say 1000.
+// A refused new tag is the client's reply alone: no member logs it.
 func TestMSetThroughAFollowerUpToMaxTags(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three processes")
@@ -29,6 +30,7 @@ func TestMSetThroughAFollowerUpToMaxTags(t *testing.T) {
 	ctx := context.Background()
 	metrics := "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t))
 	var rdbs []*redis.Client
+	var procs []*testproc.Server
 	var first string
 	for i := range 3 {
 		args := []string{"--node-id", "n" + strconv.Itoa(i+1), "--max-tags", "1000",
@@ -45,6 +47,7 @@ func TestMSetThroughAFollowerUpToMaxTags(t *testing.T) {
 		if i == 0 {
 			first = s.Addr
 		}
+		procs = append(procs, s)
 		rdb := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
 		t.Cleanup(func() { rdb.Close() })
 		rdbs = append(rdbs, rdb)
@@ -117,6 +120,18 @@ func TestMSetThroughAFollowerUpToMaxTags(t *testing.T) {
 	}
 	if err := follower.Incr(ctx, "new").Err(); err == nil || !strings.Contains(err.Error(), "tag limit reached") {
 		t.Fatalf("INCR of a new tag at the bound: %v", err)
+	}
+	for _, rdb := range rdbs {
+		for i := range 20 {
+			if err := rdb.Incr(ctx, "past"+strconv.Itoa(i)).Err(); err == nil || !strings.Contains(err.Error(), "tag limit reached") {
+				t.Fatalf("INCR of a new tag at the bound: %v", err)
+			}
+		}
+	}
+	for i, p := range procs {
+		if n := strings.Count(p.Log(), "tag limit"); n > 0 {
+			t.Errorf("member %d logged %d lines about refused new tags (its log follows)", i+1, n)
+		}
 	}
 	for _, rdb := range rdbs {
 		if n, err := rdb.DBSize(ctx).Result(); err != nil || n != 1000 {

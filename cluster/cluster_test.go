@@ -618,6 +618,55 @@ func TestDamagedLastEntryAtTheSnapshotIsRefused(t *testing.T) {
 	}
 }
 
+// TestTrimmedLogWithoutItsSnapshotsIsRefused: the log was trimmed after a
+// snapshot (it begins past entry 1) and raft/snapshots no longer holds a
+// snapshot: removed, or every meta.json emptied, which the snapshot store
+// does not list. Raft would read the log from entry 1 and stop on the
+// first missing one: the start refuses the directory as damaged, naming
+// where the log begins and the remedy.
+func TestTrimmedLogWithoutItsSnapshotsIsRefused(t *testing.T) {
+	testproc.Long(t)
+	for _, c := range []struct {
+		name string
+		harm func(snapDir string) error
+	}{
+		{"removed", os.RemoveAll},
+		{"meta.json emptied", func(snapDir string) error {
+			metas, _ := filepath.Glob(filepath.Join(snapDir, "*", "meta.json"))
+			if len(metas) == 0 {
+				return errors.New("no snapshot's meta.json")
+			}
+			for _, m := range metas {
+				if err := os.WriteFile(m, nil, 0o600); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n, snap, _, _ := storeBehindSnapshot(t, 300)
+			logs, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(n.Dir, "raft", "raft.db")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, _ := logs.FirstIndex()
+			logs.Close()
+			if first <= 1 {
+				t.Fatalf("the log begins at %d with a snapshot at %d: not trimmed", first, snap.Index)
+			}
+			if err := c.harm(filepath.Join(n.Dir, "raft", "snapshots")); err != nil {
+				t.Fatal(err)
+			}
+			_, err = testcluster.Open(t, n.ID, n.Dir, nil, func(c *idnode.Config) { c.SnapshotThreshold = 64 })
+			want := fmt.Sprintf("begins at entry %d", first)
+			if err == nil || !errors.Is(err, persist.ErrDamaged) || !strings.Contains(err.Error(), want) {
+				t.Fatalf("a start with the log from %d and no snapshot: %v, want the damaged directory naming %q", first, err, want)
+			}
+		})
+	}
+}
+
 // TestPartitions cuts a follower, then the leader, off the network while
 // every node is under load. The cut-off node keeps issuing NEXTID, serves
 // INCR from its buffers, then answers TRYAGAIN; the majority carries on;

@@ -120,6 +120,11 @@ func checkRaftState(cfg Config, f *fsm, clusterID string, snaps raft.SnapshotSto
 		return false, fmt.Errorf("%w: %s: no snapshot of the Raft state opens%s; %s",
 			persist.ErrDamaged, filepath.Join(cfg.Dir, "raft", "snapshots"), skipped, remedyLost(cfg.NodeID))
 	}
+	if !restorable && first > 1 {
+		// With no snapshot Raft reads the log from entry 1.
+		return false, fmt.Errorf("%w: %s begins at entry %d, and %s holds no snapshot of the entries below it; %s",
+			persist.ErrDamaged, path, first, filepath.Join(cfg.Dir, "raft", "snapshots"), remedyLost(cfg.NodeID))
+	}
 	from := first
 	if restorable {
 		// Raft reads the last entry at start too, for its term, also when

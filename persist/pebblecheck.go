@@ -33,27 +33,30 @@ const (
 	manifestLogNumber  = 2
 )
 
+// remedyDamaged is what an operator does with a node whose Pebble state is
+// damaged.
+const remedyDamaged = "restore the node from a backup (idserver restore BACKUP --dir NEWDIR), or, while its cluster keeps a quorum, " +
+	"CLUSTER FORGET this node on a live member and start it on an empty --dir with --join (nothing was changed or deleted)"
+
 // checkPebbleFiles refuses a Pebble directory that cannot be whole: one
 // missing while the data directory holds Raft state (cluster's raft/), and one
 // whose MANIFEST names a write-ahead log that is not there.
 func checkPebbleFiles(dir string) error {
 	pdir := filepath.Join(dir, "pebble")
-	remedy := "restore the node from a backup (idserver restore BACKUP --dir NEWDIR), or, while its cluster keeps a quorum, " +
-		"CLUSTER FORGET this node on a live member and start it on an empty --dir with --join (nothing was changed or deleted)"
 	desc, err := pebble.Peek(pdir, vfs.Default)
 	if errors.Is(err, os.ErrNotExist) || err == nil && !desc.Exists {
 		if _, err := os.Stat(filepath.Join(dir, "raft")); err == nil {
 			return fmt.Errorf("%w: %s holds Raft state but %s holds no Pebble database (deleted?): the node's state is lost; %s",
-				ErrDamaged, filepath.Join(dir, "raft"), pdir, remedy)
+				ErrDamaged, filepath.Join(dir, "raft"), pdir, remedyDamaged)
 		}
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("%w: %s: %v; %s", ErrDamaged, pdir, err, remedy)
+		return fmt.Errorf("%w: %s: %v; %s", ErrDamaged, pdir, err, remedyDamaged)
 	}
 	need, err := unflushedLog(desc.ManifestFilename)
 	if err != nil {
-		return fmt.Errorf("%w: %s: %v; %s", ErrDamaged, desc.ManifestFilename, err, remedy)
+		return fmt.Errorf("%w: %s: %v; %s", ErrDamaged, desc.ManifestFilename, err, remedyDamaged)
 	}
 	entries, err := os.ReadDir(pdir)
 	if err != nil {
@@ -71,7 +74,7 @@ func checkPebbleFiles(dir string) error {
 		holds = "records no flush yet, so its write-ahead log holds every write"
 	}
 	return fmt.Errorf("%w: %s %s, and no such .log file is in %s (removed?): the synced writes it held are lost; %s",
-		ErrDamaged, desc.ManifestFilename, holds, pdir, remedy)
+		ErrDamaged, desc.ManifestFilename, holds, pdir, remedyDamaged)
 }
 
 // unflushedLog reads a MANIFEST and returns the number of the oldest

@@ -84,3 +84,27 @@ func TestRecoveryRecord(t *testing.T) {
 		t.Fatalf("LastRecovery: %v %v %v", got, ok, err)
 	}
 }
+
+// TestPebbleFatalNamesTheFileAndTheRemedy: Pebble's fatal message for a
+// block that fails its checksum (met by a compaction at start) becomes one
+// line: the damaged directory, the file, the cause and the remedy, without
+// the stack trace that follows it.
+func TestPebbleFatalNamesTheFileAndTheRemedy(t *testing.T) {
+	msg := "on-disk corruption: /d/pebble/000008.sst; bounds: [fsm/state, snowflake/high-water-wall]; details: pebble: file 000008: " +
+		"block 34110/850: crc32c checksum mismatch 45cd7a1a != c68e60b3\n(1) path: /d/pebble/000008.sst\nWraps: (2) attached stack trace\n  -- stack trace:"
+	err := pebbleFatal(msg)
+	if !errors.Is(err, ErrDamaged) {
+		t.Fatalf("%v: not ErrDamaged", err)
+	}
+	for _, want := range []string{"/d/pebble/000008.sst", "checksum mismatch", "idserver restore BACKUP --dir NEWDIR", "CLUSTER FORGET"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q does not say %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "\n") {
+		t.Errorf("%q holds more than one line", err)
+	}
+	if err := pebbleFatal("invariant broken"); errors.Is(err, ErrDamaged) || err.Error() != "pebble: invariant broken" {
+		t.Errorf("a fatal message without corruption: %v", err)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"syscall"
 
@@ -361,9 +362,23 @@ func (quietLogger) Errorf(format string, args ...any) {
 	slog.Error("pebble", "msg", fmt.Sprintf(format, args...))
 }
 
+// Fatalf is Pebble finding it cannot go on (on-disk corruption met by a
+// read or a compaction, at start or later): the process stops, exit 1,
+// with one line that, for corruption, names the file and the remedy.
 func (quietLogger) Fatalf(format string, args ...any) {
-	slog.Error("pebble fatal", "msg", fmt.Sprintf(format, args...))
+	slog.Error("the node stops", "err", pebbleFatal(fmt.Sprintf(format, args...)))
 	os.Exit(1)
+}
+
+// pebbleFatal is the error of Pebble's fatal message msg: its first line
+// (the rest is a stack trace), as a damaged directory when msg says
+// corruption.
+func pebbleFatal(msg string) error {
+	msg, _, _ = strings.Cut(msg, "\n")
+	if strings.Contains(msg, "corruption") {
+		return fmt.Errorf("%w: %s; %s", ErrDamaged, msg, remedyDamaged)
+	}
+	return fmt.Errorf("pebble: %s", msg)
 }
 
 // Batch is a group of writes applied atomically by Commit or CommitSync.

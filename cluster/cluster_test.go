@@ -312,7 +312,8 @@ func snapshots(t *testing.T, dir string) []*raft.SnapshotMeta {
 // TestCorruptSnapshotIsRefused: the newest snapshot's state.bin damaged,
 // Raft falls back to the older one and reads the log from just above it,
 // where the entries were compacted away after the newest, and panics
-// ('log not found'). The start is refused, naming the snapshot; with no
+// ('log not found'). The start is refused, naming the snapshot that does
+// not open and the entry the older one needs; with no
 // snapshot that opens, too (Raft said only 'failed to load any existing
 // snapshots').
 func TestCorruptSnapshotIsRefused(t *testing.T) {
@@ -329,7 +330,7 @@ func TestCorruptSnapshotIsRefused(t *testing.T) {
 	if len(list) != 2 {
 		t.Fatalf("snapshots: %v, want two", list)
 	}
-	for i, want := range []string{"snapshot " + list[0].ID + ", at index", "no snapshot of the Raft state opens"} {
+	for i, want := range []string{"the newest snapshot does not open (snapshot " + list[0].ID + ", at index", "no snapshot of the Raft state opens"} {
 		state := filepath.Join(n.Dir, "raft", "snapshots", list[i].ID, "state.bin")
 		b, err := os.ReadFile(state)
 		if err != nil {

@@ -136,6 +136,10 @@ func checkRaftState(cfg Config, f *fsm, clusterID string, snaps raft.SnapshotSto
 		if err == nil {
 			continue
 		}
+		if skipped != "" && i < first {
+			return false, fmt.Errorf("%w: %s: the newest snapshot does not open%s, and the one that does, at index %d, needs the Raft log from entry %d, where %s begins at entry %d; %s",
+				persist.ErrDamaged, filepath.Join(cfg.Dir, "raft", "snapshots"), skipped, snap, i, path, first, remedyLost(cfg.NodeID))
+		}
 		return false, fmt.Errorf("%w: %s: Raft log entry %d of %d..%d cannot be read (%v)%s; %s",
 			persist.ErrDamaged, path, i, first, last, err, skipped, remedyLost(cfg.NodeID))
 	}

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
 )
 
 // raftLogFold is how long a WARN or ERROR message of hashicorp/raft (or
@@ -201,6 +203,14 @@ func (s *raftSink) count(key foldKey) (folded int64, log bool) {
 // slogLevel is the slog level of an hclog record.
 func slogLevel(level hclog.Level, msg string, args []any) slog.Level {
 	switch {
+	case level == hclog.Error && msg == "failed to take snapshot" && slices.ContainsFunc(args, func(a any) bool {
+		err, _ := a.(error)
+		return errors.Is(err, raft.ErrNothingNewToSnapshot)
+	}):
+		// A snapshot asked for when the log holds nothing new since the
+		// last one (no command since, or only elections and
+		// configurations): nothing is wrong.
+		return slog.LevelInfo
 	case level >= hclog.Error:
 		return slog.LevelError
 	case level == hclog.Warn && routineRaftWarning(msg, args):

@@ -2,12 +2,14 @@ package cluster
 
 import (
 	"bytes"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
 )
 
 // TestRoutineRaftWarningsAreInfo: the WARN messages of a healthy start are
@@ -30,6 +32,13 @@ func TestRoutineRaftWarningsAreInfo(t *testing.T) {
 		newRaftLogger(slog.New(slog.NewTextHandler(&buf, nil)), hclog.Warn).Warn(c.msg, c.args...)
 		if !strings.Contains(buf.String(), "level="+c.want+" ") {
 			t.Errorf("%q %v logged as %s, want %s", c.msg, c.args, buf.String(), c.want)
+		}
+	}
+	for err, want := range map[error]string{raft.ErrNothingNewToSnapshot: "INFO", errors.New("disk full"): "ERROR"} {
+		var buf bytes.Buffer
+		newRaftLogger(slog.New(slog.NewTextHandler(&buf, nil)), hclog.Warn).Error("failed to take snapshot", "error", err)
+		if !strings.Contains(buf.String(), "level="+want+" ") {
+			t.Errorf("failed to take snapshot: %v logged as %s, want %s", err, buf.String(), want)
 		}
 	}
 	var buf bytes.Buffer

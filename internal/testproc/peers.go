@@ -35,6 +35,18 @@ func FreePort(t testing.TB) int {
 	return port
 }
 
+// Port is FreePort for a program that is not a test (bench/cmd/freeport):
+// a port, with the one 10000 above it, free now and neither of them in
+// given, the ports an earlier run of that program handed out.
+func Port(given []int) (int, error) {
+	portMu.Lock()
+	for _, p := range given {
+		portsGiven[p] = true
+	}
+	portMu.Unlock()
+	return pickPort()
+}
+
 // raftOffset is how far above its RESP port idserver puts its Raft port
 // when --raft-addr is not given.
 const raftOffset = 10000

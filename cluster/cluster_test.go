@@ -347,6 +347,45 @@ func TestCorruptSnapshotIsRefused(t *testing.T) {
 	}
 }
 
+// TestNewestSnapshotRemovedIsRefused: the newest of two snapshots removed
+// (its directory, or only its meta.json emptied, which the snapshot store
+// then does not list), the log trimmed after it: Raft would restore the
+// older one and stop on the first entry after it, which is gone. The start
+// is refused, naming the older snapshot and where the log begins.
+func TestNewestSnapshotRemovedIsRefused(t *testing.T) {
+	testproc.Long(t)
+	for _, c := range []struct {
+		name string
+		harm func(snapDir string) error
+	}{
+		{"directory removed", os.RemoveAll},
+		{"meta.json emptied", func(snapDir string) error { return os.WriteFile(filepath.Join(snapDir, "meta.json"), nil, 0o600) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n := testcluster.Start(t, "n1", t.TempDir(), nil, snapshotEvery(64))
+			for round := range 2 {
+				newTags(t, n.Client, fmt.Sprintf("t%d-", round), 200)
+				if err := n.Cluster.Snapshot(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			n.Stop()
+			list := snapshots(t, n.Dir)
+			if len(list) != 2 {
+				t.Fatalf("snapshots: %v, want two", list)
+			}
+			if err := c.harm(filepath.Join(n.Dir, "raft", "snapshots", list[0].ID)); err != nil {
+				t.Fatal(err)
+			}
+			_, err := testcluster.Open(t, n.ID, n.Dir, nil, func(c *idnode.Config) { c.SnapshotThreshold = 64 })
+			want := fmt.Sprintf("the newest snapshot listed, at index %d, needs the Raft log from entry %d", list[1].Index, list[1].Index+1)
+			if err == nil || !errors.Is(err, persist.ErrDamaged) || !strings.Contains(err.Error(), want) {
+				t.Fatalf("a start with the newest snapshot gone: %v, want a refusal saying %q", err, want)
+			}
+		})
+	}
+}
+
 // TestUnfinishedSnapshotIsRemovedAtStart: a snapshot whose writing a stop
 // cut short (Raft's directory with ".tmp") is never read; the next start
 // removes it and starts from the snapshot that is whole.

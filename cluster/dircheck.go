@@ -24,7 +24,7 @@ import (
 // remedyLost is what an operator does with a node whose state is not whole.
 func remedyLost(node string) string {
 	return fmt.Sprintf("restore the node from a backup (idserver restore BACKUP --dir NEWDIR), or, while the cluster keeps a quorum, "+
-		"CLUSTER FORGET %s on a live member and start this node on an empty --dir with --join (nothing was changed or deleted)", node)
+		"CLUSTER FORGET %s on a live member and start this node on an empty --dir with --join (raft/ was left as it was)", node)
 }
 
 // pebbleMember says what the Pebble state holds of a membership: a worker
@@ -122,7 +122,7 @@ func checkRaftState(cfg Config, f *fsm, clusterID string, snaps raft.SnapshotSto
 	}
 	if !restorable && first > 1 {
 		// With no snapshot Raft reads the log from entry 1.
-		return false, fmt.Errorf("%w: %s begins at entry %d, and %s holds no snapshot of the entries below it; %s",
+		return false, fmt.Errorf("%w: %s begins at entry %d, and %s lists no snapshot of the entries below it (one whose meta.json cannot be read is not listed); %s",
 			persist.ErrDamaged, path, first, filepath.Join(cfg.Dir, "raft", "snapshots"), remedyLost(cfg.NodeID))
 	}
 	from := first
@@ -136,9 +136,14 @@ func checkRaftState(cfg Config, f *fsm, clusterID string, snaps raft.SnapshotSto
 		if err == nil {
 			continue
 		}
-		if skipped != "" && i < first {
-			return false, fmt.Errorf("%w: %s: the newest snapshot does not open%s, and the one that does, at index %d, needs the Raft log from entry %d, where %s begins at entry %d; %s",
-				persist.ErrDamaged, filepath.Join(cfg.Dir, "raft", "snapshots"), skipped, snap, i, path, first, remedyLost(cfg.NodeID))
+		if i < first {
+			newest := "the newest snapshot listed" // a newer one removed, or its meta.json unreadable
+			if skipped != "" {
+				newest = "the newest snapshot does not open" + skipped + ", and the one that does"
+			}
+			return false, fmt.Errorf("%w: %s: %s, at index %d, needs the Raft log from entry %d, where %s begins at entry %d "+
+				"(a newer snapshot removed, or its meta.json unreadable, is not listed); %s",
+				persist.ErrDamaged, filepath.Join(cfg.Dir, "raft", "snapshots"), newest, snap, i, path, first, remedyLost(cfg.NodeID))
 		}
 		return false, fmt.Errorf("%w: %s: Raft log entry %d of %d..%d cannot be read (%v)%s; %s",
 			persist.ErrDamaged, path, i, first, last, err, skipped, remedyLost(cfg.NodeID))

@@ -36,7 +36,7 @@ const (
 // remedyDamaged is what an operator does with a node whose Pebble state is
 // damaged.
 const remedyDamaged = "restore the node from a backup (idserver restore BACKUP --dir NEWDIR), or, while its cluster keeps a quorum, " +
-	"CLUSTER FORGET this node on a live member and start it on an empty --dir with --join (nothing was changed or deleted)"
+	"CLUSTER FORGET this node on a live member and start it on an empty --dir with --join (raft/ was left as it was)"
 
 // checkPebbleFiles refuses a Pebble directory that cannot be whole: one
 // missing while the data directory holds Raft state (cluster's raft/), and one

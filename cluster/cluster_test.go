@@ -309,15 +309,10 @@ func snapshots(t *testing.T, dir string) []*raft.SnapshotMeta {
 	return list
 }
 
-// TestCorruptSnapshotIsRefused: the newest snapshot's state.bin damaged,
-// Raft falls back to the older one and reads the log from just above it,
-// where the entries were compacted away after the newest, and panics
-// ('log not found'). The start is refused, naming the snapshot that does
-// not open and the entry the older one needs; with no
-// snapshot that opens, too (Raft said only 'failed to load any existing
-// snapshots').
-func TestCorruptSnapshotIsRefused(t *testing.T) {
-	testproc.Long(t)
+// twoSnapshots is a stopped node with two Raft snapshots (200 tags made
+// before each), its log trimmed after the newest; the list is newest first.
+func twoSnapshots(t *testing.T) (*testcluster.Node, []*raft.SnapshotMeta) {
+	t.Helper()
 	n := testcluster.Start(t, "n1", t.TempDir(), nil, snapshotEvery(64))
 	for round := range 2 {
 		newTags(t, n.Client, fmt.Sprintf("t%d-", round), 200)
@@ -330,6 +325,19 @@ func TestCorruptSnapshotIsRefused(t *testing.T) {
 	if len(list) != 2 {
 		t.Fatalf("snapshots: %v, want two", list)
 	}
+	return n, list
+}
+
+// TestCorruptSnapshotIsRefused: the newest snapshot's state.bin damaged,
+// Raft falls back to the older one and reads the log from just above it,
+// where the entries were compacted away after the newest, and panics
+// ('log not found'). The start is refused, naming the snapshot that does
+// not open and the entry the older one needs; with no
+// snapshot that opens, too (Raft said only 'failed to load any existing
+// snapshots').
+func TestCorruptSnapshotIsRefused(t *testing.T) {
+	testproc.Long(t)
+	n, list := twoSnapshots(t)
 	for i, want := range []string{"the newest snapshot does not open (snapshot " + list[0].ID + ", at index", "no snapshot of the Raft state opens"} {
 		state := filepath.Join(n.Dir, "raft", "snapshots", list[i].ID, "state.bin")
 		b, err := os.ReadFile(state)
@@ -362,18 +370,7 @@ func TestNewestSnapshotRemovedIsRefused(t *testing.T) {
 		{"meta.json emptied", func(snapDir string) error { return os.WriteFile(filepath.Join(snapDir, "meta.json"), nil, 0o600) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			n := testcluster.Start(t, "n1", t.TempDir(), nil, snapshotEvery(64))
-			for round := range 2 {
-				newTags(t, n.Client, fmt.Sprintf("t%d-", round), 200)
-				if err := n.Cluster.Snapshot(); err != nil {
-					t.Fatal(err)
-				}
-			}
-			n.Stop()
-			list := snapshots(t, n.Dir)
-			if len(list) != 2 {
-				t.Fatalf("snapshots: %v, want two", list)
-			}
+			n, list := twoSnapshots(t)
 			if err := c.harm(filepath.Join(n.Dir, "raft", "snapshots", list[0].ID)); err != nil {
 				t.Fatal(err)
 			}

@@ -534,19 +534,20 @@ func replayed(f *fsm, logs raft.LogStore, to, term uint64) bool {
 	if err := logs.GetLog(to, &end); err != nil || end.Term != term {
 		return false
 	}
-	from := f.applied() + 1
-	for i := from; i <= to; i++ {
-		if err := checkLogEntry(logs, i); err != nil {
-			if errors.Is(err, raft.ErrLogNotFound) {
-				return false // compacted away: the snapshot holds it
-			}
+	for i := f.applied() + 1; i <= to; i++ {
+		var l raft.Log
+		err := logs.GetLog(i, &l)
+		if errors.Is(err, raft.ErrLogNotFound) {
+			return false // compacted away: the snapshot holds it
+		}
+		if err == nil {
+			err = checkEntry(i, &l)
+		}
+		if err != nil {
 			f.log.Warn("restoring the Raft snapshot instead of replaying the log below it", "entry", i, "err", err)
 			return false
 		}
-	}
-	for i := from; i <= to; i++ {
-		var l raft.Log
-		if err := logs.GetLog(i, &l); err != nil || !replayOne(f, &l) {
+		if !replayOne(f, &l) {
 			return false
 		}
 	}

@@ -140,7 +140,7 @@ func (c *Cluster) runGroupCommit() {
 			batch = append(batch, req)
 			items += len(req.items)
 		}
-		held := false
+		var held <-chan time.Time // hold's channel once this entry waits
 	drain:
 		for items < 1024 {
 			select {
@@ -150,25 +150,24 @@ func (c *Cluster) runGroupCommit() {
 				continue
 			default:
 			}
-			if len(batch) >= last || held {
+			if len(batch) >= last {
 				break
 			}
-			held = true
-			hold.Reset(groupHold)
-			for items < 1024 && len(batch) < last {
-				select {
-				case req := <-c.allocs:
-					batch = append(batch, req)
-					items += len(req.items)
-				case <-hold.C:
-					break drain
-				case <-c.stop:
-					hold.Stop()
-					break drain
-				}
+			if held == nil {
+				hold.Reset(groupHold)
+				held = hold.C
 			}
-			hold.Stop()
+			select {
+			case req := <-c.allocs:
+				batch = append(batch, req)
+				items += len(req.items)
+			case <-held:
+				break drain
+			case <-c.stop:
+				break drain
+			}
 		}
+		hold.Stop()
 		last = len(batch)
 		all := make([]allocItem, 0, items)
 		for _, r := range batch {

@@ -21,12 +21,6 @@ import (
 	"idserver/persist"
 )
 
-// remedyLost is what an operator does with a node whose state is not whole.
-func remedyLost(node string) string {
-	return fmt.Sprintf("restore the node from a backup (idserver restore BACKUP --dir NEWDIR), or, while the cluster keeps a quorum, "+
-		"CLUSTER FORGET %s on a live member and start this node on an empty --dir with --join (raft/ was left as it was)", node)
-}
-
 // pebbleMember says what the Pebble state holds of a membership: a worker
 // ID, or a state machine that applied log entries. "" when it holds none
 // (a directory whose bootstrap or admission was cut short, or a new one).
@@ -52,7 +46,7 @@ func checkRaftFile(cfg Config, f *fsm) error {
 	path := filepath.Join(cfg.Dir, "raft", "raft.db")
 	if err := checkBoltFile(path); err != nil {
 		return fmt.Errorf("%w: %s is damaged (%v): this node's Raft log and vote cannot be read; %s",
-			persist.ErrDamaged, path, err, remedyLost(cfg.NodeID))
+			persist.ErrDamaged, path, err, persist.Remedy(cfg.NodeID))
 	}
 	what := "missing"
 	if st, err := os.Stat(path); err == nil && st.Size() == 0 {
@@ -65,7 +59,7 @@ func checkRaftFile(cfg Config, f *fsm) error {
 		return err
 	}
 	return fmt.Errorf("%w: %s is %s, but %s says node %s was a member (%s): its Raft log and vote are lost; %s",
-		persist.ErrDamaged, path, what, filepath.Join(cfg.Dir, "pebble"), cfg.NodeID, member, remedyLost(cfg.NodeID))
+		persist.ErrDamaged, path, what, filepath.Join(cfg.Dir, "pebble"), cfg.NodeID, member, persist.Remedy(cfg.NodeID))
 }
 
 // checkRaftState compares the Raft state with the Pebble state and
@@ -80,7 +74,7 @@ func checkRaftState(cfg Config, f *fsm, clusterID string, snaps raft.SnapshotSto
 	if st, err := os.Stat(path); err == nil && st.Size() > 0 {
 		store, err := raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: &bolt.Options{ReadOnly: true, Timeout: time.Second}})
 		if err != nil {
-			return false, fmt.Errorf("%w: %s: %v; %s", persist.ErrDamaged, path, err, remedyLost(cfg.NodeID))
+			return false, fmt.Errorf("%w: %s: %v; %s", persist.ErrDamaged, path, err, persist.Remedy(cfg.NodeID))
 		}
 		defer store.Close()
 		logs = store
@@ -89,7 +83,7 @@ func checkRaftState(cfg Config, f *fsm, clusterID string, snaps raft.SnapshotSto
 	pdir := filepath.Join(cfg.Dir, "pebble")
 	existing, err := raft.HasExistingState(logs, stable, snaps)
 	if err != nil {
-		return false, fmt.Errorf("%w: %s: %v; %s", persist.ErrDamaged, path, err, remedyLost(cfg.NodeID))
+		return false, fmt.Errorf("%w: %s: %v; %s", persist.ErrDamaged, path, err, persist.Remedy(cfg.NodeID))
 	}
 	member, err := pebbleMember(cfg.Store, f)
 	if err != nil {
@@ -97,11 +91,11 @@ func checkRaftState(cfg Config, f *fsm, clusterID string, snaps raft.SnapshotSto
 	}
 	last, err := logs.LastIndex()
 	if err != nil {
-		return false, fmt.Errorf("%w: %s: %v; %s", persist.ErrDamaged, path, err, remedyLost(cfg.NodeID))
+		return false, fmt.Errorf("%w: %s: %v; %s", persist.ErrDamaged, path, err, persist.Remedy(cfg.NodeID))
 	}
 	first, err := logs.FirstIndex()
 	if err != nil {
-		return false, fmt.Errorf("%w: %s: %v; %s", persist.ErrDamaged, path, err, remedyLost(cfg.NodeID))
+		return false, fmt.Errorf("%w: %s: %v; %s", persist.ErrDamaged, path, err, persist.Remedy(cfg.NodeID))
 	}
 	// Raft restores the newest snapshot that opens (its checksum holds),
 	// then reads every entry after it, and panics on one it cannot decode,
@@ -118,12 +112,12 @@ func checkRaftState(cfg Config, f *fsm, clusterID string, snaps raft.SnapshotSto
 	snap, restorable, skipped := restorableSnapshot(snaps)
 	if !restorable && skipped != "" {
 		return false, fmt.Errorf("%w: %s: no snapshot of the Raft state opens%s; %s",
-			persist.ErrDamaged, filepath.Join(cfg.Dir, "raft", "snapshots"), skipped, remedyLost(cfg.NodeID))
+			persist.ErrDamaged, filepath.Join(cfg.Dir, "raft", "snapshots"), skipped, persist.Remedy(cfg.NodeID))
 	}
 	if !restorable && first > 1 {
 		// With no snapshot Raft reads the log from entry 1.
 		return false, fmt.Errorf("%w: %s begins at entry %d, and %s lists no snapshot of the entries below it (one whose meta.json cannot be read is not listed); %s",
-			persist.ErrDamaged, path, first, filepath.Join(cfg.Dir, "raft", "snapshots"), remedyLost(cfg.NodeID))
+			persist.ErrDamaged, path, first, filepath.Join(cfg.Dir, "raft", "snapshots"), persist.Remedy(cfg.NodeID))
 	}
 	from := first
 	if restorable {
@@ -143,10 +137,10 @@ func checkRaftState(cfg Config, f *fsm, clusterID string, snaps raft.SnapshotSto
 			}
 			return false, fmt.Errorf("%w: %s: %s, at index %d, needs the Raft log from entry %d, where %s begins at entry %d "+
 				"(a newer snapshot removed, or its meta.json unreadable, is not listed); %s",
-				persist.ErrDamaged, filepath.Join(cfg.Dir, "raft", "snapshots"), newest, snap, i, path, first, remedyLost(cfg.NodeID))
+				persist.ErrDamaged, filepath.Join(cfg.Dir, "raft", "snapshots"), newest, snap, i, path, first, persist.Remedy(cfg.NodeID))
 		}
 		return false, fmt.Errorf("%w: %s: Raft log entry %d of %d..%d cannot be read (%v)%s; %s",
-			persist.ErrDamaged, path, i, first, last, err, skipped, remedyLost(cfg.NodeID))
+			persist.ErrDamaged, path, i, first, last, err, skipped, persist.Remedy(cfg.NodeID))
 	}
 	term, _ := stable.GetUint64([]byte("CurrentTerm"))
 	if list, err := snaps.List(); err == nil && len(list) > 0 {
@@ -159,14 +153,14 @@ func checkRaftState(cfg Config, f *fsm, clusterID string, snaps raft.SnapshotSto
 	case existing && clusterID == "":
 		return false, fmt.Errorf("%w: %s holds Raft state (log up to index %d, term %d) but %s holds no cluster identity: "+
 			"the Pebble state was lost or replaced (pebble/ deleted, its write-ahead log removed, or made by an older idserver); %s",
-			persist.ErrDamaged, path, last, term, pdir, remedyLost(cfg.NodeID))
+			persist.ErrDamaged, path, last, term, pdir, persist.Remedy(cfg.NodeID))
 	case !existing && member != "":
 		return false, fmt.Errorf("%w: %s holds no Raft state, but %s says node %s was a member of cluster %s (%s): its Raft log and vote are lost; %s",
-			persist.ErrDamaged, path, pdir, cfg.NodeID, clusterID, member, remedyLost(cfg.NodeID))
+			persist.ErrDamaged, path, pdir, cfg.NodeID, clusterID, member, persist.Remedy(cfg.NodeID))
 	case existing && f.applied() > last:
 		return false, fmt.Errorf("%w: %s applied Raft index %d, but %s ends at index %d: the Raft log is older than the state machine "+
 			"(one of them restored from another copy, or the log truncated); %s",
-			persist.ErrDamaged, pdir, f.applied(), path, last, remedyLost(cfg.NodeID))
+			persist.ErrDamaged, pdir, f.applied(), path, last, persist.Remedy(cfg.NodeID))
 	case layout != "" && layout != cfg.Layout.String():
 		return false, fmt.Errorf("%w: %s holds a cluster of layout [%s], this start asks for [%s]: start with the cluster's layout flags",
 			persist.ErrLayoutMismatch, pdir, layout, cfg.Layout.String())

@@ -33,10 +33,15 @@ const (
 	manifestLogNumber  = 2
 )
 
-// remedyDamaged is what an operator does with a node whose Pebble state is
-// damaged.
-const remedyDamaged = "restore the node from a backup (idserver restore BACKUP --dir NEWDIR), or, while its cluster keeps a quorum, " +
-	"CLUSTER FORGET this node on a live member and start it on an empty --dir with --join (raft/ was left as it was)"
+// Remedy is what an operator does with node (its ID; "this node" when
+// not known) whose data directory is damaged or not whole.
+func Remedy(node string) string {
+	return fmt.Sprintf("restore the node from a backup (idserver restore BACKUP --dir NEWDIR), or, while the cluster keeps a quorum, "+
+		"CLUSTER FORGET %s on a live member and start this node on an empty --dir with --join (raft/ was left as it was)", node)
+}
+
+// remedyDamaged is Remedy where the node's ID is not known.
+var remedyDamaged = Remedy("this node")
 
 // checkPebbleFiles refuses a Pebble directory that cannot be whole: one
 // missing while the data directory holds Raft state (cluster's raft/), and one

@@ -114,22 +114,25 @@ func (c *Cluster) allocLocal(ctx context.Context, items []allocItem) ([]allocRes
 	}
 }
 
-// groupHold is how long an entry waits, at most, for the requests the one
-// before it carried to come back.
-const groupHold = 500 * time.Microsecond
+// groupHold is the longest an entry waits for more requests.
+const groupHold = 5 * time.Millisecond
 
 // runGroupCommit drains waiting allocations into one log entry at a time
 // (uhaha's runWriteApplier): the more requests arrive during an Apply, the
-// more the next one carries. An entry with fewer requests than the last
-// one waits up to groupHold for the rest: clients that each wait for their
-// new tag come back together after a commit, and one entry then carries
-// them all instead of splitting them over two, each with its own synced
-// write. A lone client, whose entries carry one request, never waits.
+// more the next one carries. The next entry waits until it carries the
+// requests the last one carried as well as those already waiting when the
+// last one was applied, for at most as long as the last one took to apply
+// (and never over groupHold): clients that each wait for their new tag
+// come back together after a commit, and one entry then carries them all
+// instead of leaving them to the entry after, each group with its own
+// synced write, while a wait never outlasts a commit. A lone client, whose
+// entries carry one request, never waits.
 func (c *Cluster) runGroupCommit() {
 	defer c.stopped.Done()
 	hold := time.NewTimer(groupHold)
 	hold.Stop()
-	last := 0 // requests the last entry carried
+	want := 0              // requests the next entry waits for: see above
+	var took time.Duration // how long the last entry took to apply
 	for {
 		var batch []*allocReq
 		items := 0
@@ -150,11 +153,11 @@ func (c *Cluster) runGroupCommit() {
 				continue
 			default:
 			}
-			if len(batch) >= last {
+			if len(batch) >= want {
 				break
 			}
 			if held == nil {
-				hold.Reset(groupHold)
+				hold.Reset(min(took, groupHold))
 				held = hold.C
 			}
 			select {
@@ -168,16 +171,19 @@ func (c *Cluster) runGroupCommit() {
 			}
 		}
 		hold.Stop()
-		last = len(batch)
 		all := make([]allocItem, 0, items)
 		for _, r := range batch {
 			all = append(all, r.items...)
 		}
+		start := time.Now()
 		resp, err := c.apply(c.allocEntry(all))
+		took = time.Since(start)
 		results, _ := resp.([]allocResult)
 		if err == nil && len(results) != items {
 			err = noLeader(ErrNotApplied, "allocation lost its answer")
 		}
+		// Counted before any answer goes out, so none of them is back yet.
+		want = len(batch) + len(c.allocs)
 		for _, r := range batch {
 			if err != nil {
 				r.done <- allocDone{err: err}

@@ -125,14 +125,18 @@ const groupHold = 5 * time.Millisecond
 // (and never over groupHold): clients that each wait for their new tag
 // come back together after a commit, and one entry then carries them all
 // instead of leaving them to the entry after, each group with its own
-// synced write, while a wait never outlasts a commit. A lone client, whose
-// entries carry one request, never waits.
+// synced write. A wait that ends without them (requests that arrive on
+// their own, not in answer to the last entry) makes the next 1, 3, 7, ...
+// up to 63 entries go without waiting, so that such requests seldom wait;
+// one that gets them ends the skipping. A lone client, whose entries carry
+// one request, never waits.
 func (c *Cluster) runGroupCommit() {
 	defer c.stopped.Done()
 	hold := time.NewTimer(groupHold)
 	hold.Stop()
 	want := 0              // requests the next entry waits for: see above
 	var took time.Duration // how long the last entry took to apply
+	skip, backoff := 0, 0  // entries left that do not wait; how many a fruitless wait skips
 	for {
 		var batch []*allocReq
 		items := 0
@@ -144,6 +148,7 @@ func (c *Cluster) runGroupCommit() {
 			items += len(req.items)
 		}
 		var held <-chan time.Time // hold's channel once this entry waits
+		late := false             // the wait ended before the requests came
 	drain:
 		for items < 1024 {
 			select {
@@ -153,7 +158,7 @@ func (c *Cluster) runGroupCommit() {
 				continue
 			default:
 			}
-			if len(batch) >= want {
+			if len(batch) >= want || skip > 0 {
 				break
 			}
 			if held == nil {
@@ -165,12 +170,22 @@ func (c *Cluster) runGroupCommit() {
 				batch = append(batch, req)
 				items += len(req.items)
 			case <-held:
+				late = true
 				break drain
 			case <-c.stop:
 				break drain
 			}
 		}
 		hold.Stop()
+		switch {
+		case skip > 0:
+			skip--
+		case late:
+			backoff = min(2*backoff+1, 63)
+			skip = backoff
+		case held != nil:
+			backoff = 0
+		}
 		all := make([]allocItem, 0, items)
 		for _, r := range batch {
 			all = append(all, r.items...)

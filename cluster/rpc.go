@@ -858,11 +858,13 @@ func (c *Cluster) answer(req *request) *response {
 	return fail(fmt.Errorf("unknown node-to-node request %d", req.Op))
 }
 
-// call sends one request to the node whose Raft address is addr. A pooled
-// stream that turns out dead (its peer restarted, a partition closed it) is
-// dropped, with the rest of that address's pool, and the request is sent
-// once more on a new stream: a request answered but whose answer was lost
-// costs a gap (an allocation is made again), never a repeat.
+// call sends one request to the node whose Raft address is addr, on one of
+// the streams it holds to addr (streams.go). A pooled stream that turns
+// out dead (its peer restarted, a partition closed it) is dropped, with
+// the rest of that address's idle streams, and the request is sent once
+// more on a new stream: a request answered but whose answer was lost
+// costs a gap (an allocation is made again), never a repeat. The request
+// ends at ctx's deadline (or the call budget), or when ctx is cancelled.
 func (c *Cluster) call(ctx context.Context, addr string, req *request) (*response, error) {
 	req.Cluster = c.ClusterID()
 	deadline, ok := ctx.Deadline()
@@ -871,11 +873,12 @@ func (c *Cluster) call(ctx context.Context, addr string, req *request) (*respons
 	}
 	for {
 		req.Seq = c.seq.Add(1)
-		conn, pooled, err := c.idleConn(addr)
+		conn, pooled, err := c.takeConn(ctx, addr, deadline)
 		if err != nil {
 			return nil, fmt.Errorf("node at %s: %w", addr, err)
 		}
 		conn.SetDeadline(deadline)
+		cancelled := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
 		var resp response
 		err = writeFrame(conn, req)
 		if err == nil {
@@ -886,52 +889,20 @@ func (c *Cluster) call(ctx context.Context, addr string, req *request) (*respons
 			c.log.Error("a node-to-node stream answered another request; dropping it", "addr", addr, "err", err)
 		}
 		if err != nil {
-			conn.Close()
-			if pooled && time.Now().Before(deadline) {
+			cancelled()
+			c.releaseConn(addr, conn, false)
+			if pooled && ctx.Err() == nil && time.Now().Before(deadline) {
 				c.dropIdle(addr)
 				continue
 			}
 			return nil, fmt.Errorf("node at %s: %w", addr, err)
 		}
+		// A stream whose deadline ctx's end may have moved goes no further.
+		keep := cancelled()
 		conn.SetDeadline(time.Time{})
-		c.putConn(addr, conn)
+		c.releaseConn(addr, conn, keep)
 		return &resp, resp.err()
 	}
-}
-
-// idleConn takes a pooled stream to addr, or dials one.
-func (c *Cluster) idleConn(addr string) (conn net.Conn, pooled bool, err error) {
-	c.poolMu.Lock()
-	if idle := c.pool[addr]; len(idle) > 0 {
-		conn := idle[len(idle)-1]
-		c.pool[addr] = idle[:len(idle)-1]
-		c.poolMu.Unlock()
-		return conn, true, nil
-	}
-	c.poolMu.Unlock()
-	conn, err = c.mux.dial(addr, streamRPC, c.timing.Election*2)
-	return conn, false, err
-}
-
-// dropIdle closes the pooled streams to addr.
-func (c *Cluster) dropIdle(addr string) {
-	c.poolMu.Lock()
-	idle := c.pool[addr]
-	delete(c.pool, addr)
-	c.poolMu.Unlock()
-	for _, conn := range idle {
-		conn.Close()
-	}
-}
-
-func (c *Cluster) putConn(addr string, conn net.Conn) {
-	c.poolMu.Lock()
-	defer c.poolMu.Unlock()
-	if c.pool == nil || len(c.pool[addr]) >= 8 {
-		conn.Close()
-		return
-	}
-	c.pool[addr] = append(c.pool[addr], conn)
 }
 
 // toLeader sends a request to the leader's Raft address. With no leader

@@ -1,0 +1,133 @@
+package cluster
+
+import (
+	"context"
+	"time"
+)
+
+// A follower forwards allocations to the leader in batches, as the leader
+// commits them in groups: while maxForwards requests to the leader are in
+// flight, the allocations that come meanwhile wait, and the next request
+// carries all of them (up to maxForwardItems), each with its own result.
+// A burst of connections making new tags through a follower costs the
+// leader a few requests on streams already open, not a stream and a
+// handshake each.
+const (
+	maxForwards     = 4
+	maxForwardItems = 1024
+)
+
+// forward is one caller's allocation waiting to be forwarded.
+type forward struct {
+	ctx   context.Context
+	items []allocItem
+	done  chan allocDone
+}
+
+// forwardAlloc sends items to the leader in the next batch: one result
+// per item, or an error for all of them. It returns when ctx ends, the
+// allocation then still on its way (a gap if it commits, never a repeat).
+func (c *Cluster) forwardAlloc(ctx context.Context, items []allocItem) ([]allocResult, error) {
+	f := &forward{ctx: ctx, items: items, done: make(chan allocDone, 1)}
+	select {
+	case c.forwards <- f:
+	case <-ctx.Done():
+		return nil, noLeader(ErrNotApplied, "%v", ctx.Err())
+	case <-c.stop:
+		return nil, noLeader(ErrLeaderUnknown, "node %s is closing", c.cfg.NodeID)
+	}
+	select {
+	case d := <-f.done:
+		return d.results, d.err
+	case <-ctx.Done():
+		return nil, noLeader(ErrNotApplied, "%v", ctx.Err())
+	}
+}
+
+// runForwards drains the waiting allocations into one request to the
+// leader at a time, with at most maxForwards in flight.
+func (c *Cluster) runForwards() {
+	defer c.stopped.Done()
+	slots := make(chan struct{}, maxForwards)
+	for {
+		select {
+		case slots <- struct{}{}:
+		case <-c.stop:
+			return
+		}
+		var batch []*forward
+		items := 0
+		for len(batch) == 0 || items < maxForwardItems {
+			var f *forward
+			if len(batch) == 0 {
+				select {
+				case f = <-c.forwards:
+				case <-c.stop:
+					return
+				}
+			} else {
+				select {
+				case f = <-c.forwards:
+				default:
+				}
+			}
+			if f == nil {
+				break
+			}
+			if f.ctx.Err() != nil {
+				continue // its caller is gone: nothing to allocate for it
+			}
+			batch = append(batch, f)
+			items += len(f.items)
+		}
+		c.stopped.Add(1)
+		go func() {
+			defer func() { <-slots; c.stopped.Done() }()
+			c.sendForwards(batch, items)
+		}()
+	}
+}
+
+// sendForwards sends batch's items to the leader in one request, until
+// the last of its callers' deadlines, and answers each caller.
+func (c *Cluster) sendForwards(batch []*forward, items int) {
+	var deadline time.Time
+	all := make([]allocItem, 0, items)
+	for _, f := range batch {
+		d, ok := f.ctx.Deadline()
+		if !ok {
+			d = time.Now().Add(c.timing.Request)
+		}
+		if d.After(deadline) {
+			deadline = d
+		}
+		all = append(all, f.items...)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	go func() { // closing ends the request
+		select {
+		case <-c.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	var results []allocResult
+	resp, err := c.toLeader(ctx, &request{Op: opAlloc, Node: c.cfg.NodeID, Boot: c.boot, Items: all})
+	if err == nil {
+		for _, r := range resp.Results {
+			results = append(results, allocResult{First: r.First, Last: r.Last, Err: r.err()})
+		}
+		if len(results) != items {
+			err = noLeader(ErrNotApplied, "allocation lost its answer")
+		}
+	}
+	for _, f := range batch {
+		if err != nil {
+			f.done <- allocDone{err: err}
+			continue
+		}
+		f.done <- allocDone{results: results[:len(f.items)]}
+		results = results[len(f.items):]
+	}
+}

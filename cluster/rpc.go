@@ -62,6 +62,18 @@ const (
 	maxHandshakes         = 64              // handshakes an acceptor runs at once; past it a new one closes the one that waited longest
 )
 
+// proofRefused is what an acceptor sends, in place of its proof, to a
+// dialer whose proof is wrong, before it closes the connection: the dialer
+// tells a wrong cluster secret from a connection closed before its
+// handshake ended, which says nothing of the secret (closedEarly). It
+// cannot be a proof: no HMAC output is a known constant.
+var proofRefused = [sha256.Size]byte([]byte("idserver: proof refused, closing"))
+
+// closedEarly is why an acceptor closes a connection before its handshake
+// ends, other than a wrong proof.
+var closedEarly = fmt.Sprintf("the node is busy with handshakes: it runs %d at once and closes the one that waited longest "+
+	"to make room for another; or it is shutting down, or is of a build that closes without saying when the cluster secret differs", maxHandshakes)
+
 // handshake is what both ends of one connection prove over.
 type handshake struct {
 	kind                       byte
@@ -94,15 +106,17 @@ func (m *mux) openAsDialer(conn net.Conn, kind byte, target string) error {
 		return err
 	}
 	if _, err := io.ReadFull(conn, h.acceptorNonce[:]); err != nil {
-		return fmt.Errorf("%w: no handshake from the node (not an idserver with the handshake, or one turning connections away: "+
-			"too many handshakes under way there): %v", ErrAuth, err)
+		return fmt.Errorf("no handshake from the node (%s, or not an idserver with the handshake): %v", closedEarly, err)
 	}
 	if _, err := conn.Write(h.proof(m.secret, "dialer")); err != nil {
 		return err
 	}
 	theirs := make([]byte, sha256.Size)
 	if _, err := io.ReadFull(conn, theirs); err != nil {
-		return fmt.Errorf("%w: the node refused this node's proof (is --cluster-secret, or --requirepass, the same on every node?): %v", ErrAuth, err)
+		return fmt.Errorf("the node closed the connection before the handshake ended (%s): %v", closedEarly, err)
+	}
+	if hmac.Equal(theirs, proofRefused[:]) {
+		return fmt.Errorf("%w: the node refused this node's proof (is --cluster-secret, or --requirepass, the same on every node?)", ErrAuth)
 	}
 	if !hmac.Equal(theirs, h.proof(m.secret, "acceptor")) {
 		return fmt.Errorf("%w: the node's proof is wrong: it does not know the cluster secret", ErrAuth)
@@ -143,6 +157,7 @@ func (m *mux) openAsAcceptor(conn net.Conn) (*handshake, error) {
 		return nil, fmt.Errorf("no proof: %w", err)
 	}
 	if !hmac.Equal(theirs, h.proof(m.secret, "dialer")) {
+		conn.Write(proofRefused[:])
 		return nil, errors.New("wrong proof: the dialer does not know the cluster secret")
 	}
 	if _, err := conn.Write(h.proof(m.secret, "acceptor")); err != nil {
@@ -267,7 +282,10 @@ func (m *mux) route(conn net.Conn) {
 	conn.SetDeadline(time.Now().Add(handshakeTimeout))
 	h, err := m.openAsAcceptor(conn)
 	if m.end(o) {
-		err = fmt.Errorf("closed to make room: %d handshakes under way, this one the longest", maxHandshakes)
+		conn.Close()
+		m.logRefusal(busyMsg, conn.RemoteAddr().String(),
+			fmt.Errorf("closed to make room: %d handshakes under way, this one the longest", maxHandshakes))
+		return
 	}
 	if err != nil {
 		conn.Close()
@@ -305,7 +323,10 @@ func (m *mux) route(conn net.Conn) {
 	}
 }
 
-const unprovedMsg = "refused a connection to the Raft port: no proof of the cluster secret"
+const (
+	unprovedMsg = "refused a connection to the Raft port: no proof of the cluster secret"
+	busyMsg     = "closed a connection to the Raft port before its handshake ended: too many handshakes under way"
+)
 
 // opening is one handshake under way.
 type opening struct {

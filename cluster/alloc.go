@@ -69,7 +69,8 @@ func (c *Cluster) AllocateEach(ctx context.Context, tags []string, n []int64) []
 }
 
 // allocateItems allocates items in one group commit: here on the leader,
-// or in one request to it (with the allocations forwarded meanwhile, forward.go). It has one result per item, or an error.
+// or in one request to it (with those forwarded meanwhile: forward.go).
+// It has one result per item, or an error.
 func (c *Cluster) allocateItems(ctx context.Context, items []allocItem) ([]allocResult, error) {
 	var results []allocResult
 	if c.IsLeader() {

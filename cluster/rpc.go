@@ -39,7 +39,7 @@ const (
 //	dialer:   helloV1, kind, len(cluster ID), cluster ID, len(target), target, dialer nonce
 //	acceptor: acceptor nonce
 //	dialer:   HMAC-SHA256(secret, "dialer" | transcript)
-//	acceptor: HMAC-SHA256(secret, "acceptor" | transcript)
+//	acceptor: HMAC-SHA256(secret, "acceptor" | transcript), or proofRefused when the dialer's proof is wrong
 //
 // The target is the node ID a Raft stream's dialer reaches for at that
 // address ("" when it does not know it, and for node-to-node requests): an

@@ -17,13 +17,14 @@ import (
 // a tag they all share, at once: every INCR answers an integer (the
 // follower's forwards to the leader take no handshake each, so none of
 // them answers TRYAGAIN), each new tag 1, and the shared tag 200 distinct
-// values.
+// values; the forwards share a few log entries on the leader.
 func TestFollowerForwardsABurstOfNewTags(t *testing.T) {
 	testproc.Long(t)
 	ctx := context.Background()
 	const conns = 200
 	nodes := testcluster.New(t, 3, nil)
-	f := nodes.Follower(t, nodes.WaitLeader(t))
+	l := nodes.WaitLeader(t)
+	f := nodes.Follower(t, l)
 	clients := make([]*redis.Client, conns)
 	for i := range clients {
 		clients[i] = redis.NewClient(&redis.Options{Addr: f.Addr, MaxRetries: -1, PoolSize: 1, MinIdleConns: 1})
@@ -40,6 +41,7 @@ func TestFollowerForwardsABurstOfNewTags(t *testing.T) {
 			failed []string
 			shared = map[int64]bool{}
 		)
+		before := l.Cluster.Status().AppliedIndex
 		start.Add(1)
 		for i, cl := range clients {
 			done.Add(1)
@@ -68,5 +70,10 @@ func TestFollowerForwardsABurstOfNewTags(t *testing.T) {
 		if len(failed) > 0 {
 			t.Fatalf("round %d: %d of %d connections failed through follower %s; the first: %s", round, len(failed), conns, f.ID, failed[0])
 		}
+		entries := l.Cluster.Status().AppliedIndex - before
+		if entries > conns/10 {
+			t.Fatalf("round %d: %d new tags through follower %s took %d log entries, want at most %d (forwards batched)", round, conns, f.ID, entries, conns/10)
+		}
+		t.Logf("round %d: %d new tags and %d INCRs of a shared one through %s: %d log entries", round, conns, conns, f.ID, entries)
 	}
 }

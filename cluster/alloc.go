@@ -69,7 +69,8 @@ func (c *Cluster) AllocateEach(ctx context.Context, tags []string, n []int64) []
 }
 
 // allocateItems allocates items in one group commit: here on the leader,
-// or in one request to it. It has one result per item, or an error.
+// or in one request to it (with those forwarded meanwhile: forward.go).
+// It has one result per item, or an error.
 func (c *Cluster) allocateItems(ctx context.Context, items []allocItem) ([]allocResult, error) {
 	var results []allocResult
 	if c.IsLeader() {
@@ -78,12 +79,9 @@ func (c *Cluster) allocateItems(ctx context.Context, items []allocItem) ([]alloc
 			return nil, err
 		}
 	} else {
-		resp, err := c.toLeader(ctx, &request{Op: opAlloc, Node: c.cfg.NodeID, Boot: c.boot, Items: items})
-		if err != nil {
+		var err error
+		if results, err = c.forwardAlloc(ctx, items); err != nil {
 			return nil, err
-		}
-		for _, r := range resp.Results {
-			results = append(results, allocResult{First: r.First, Last: r.Last, Err: r.err()})
 		}
 	}
 	if len(results) != len(items) {

@@ -139,15 +139,16 @@ type Cluster struct {
 	disk    *diskWatch             // this node's sync and commit latency (slowdisk.go)
 	cluster atomic.Pointer[string] // this node's cluster ID, "" before bootstrap or admission
 
-	allocs  chan *allocReq
-	stop    chan struct{}
-	stopped sync.WaitGroup
-	applies atomic.Int64 // log entries this node proposed as leader
+	allocs   chan *allocReq
+	forwards chan *forward // allocations to forward to the leader (forward.go)
+	stop     chan struct{}
+	stopped  sync.WaitGroup
+	applies  atomic.Int64 // log entries this node proposed as leader
 
 	proposingMaxTags atomic.Bool // proposeMaxTags runs (tagbound.go)
 
 	poolMu sync.Mutex
-	pool   map[string][]net.Conn // idle node-to-node streams by Raft address
+	pool   map[string]*streams // node-to-node streams by Raft address (streams.go)
 
 	refusedLogged atomic.Int64
 	boot          uint64        // this process: allocations record it, fences answer it
@@ -182,7 +183,7 @@ func Open(cfg Config) (*Cluster, error) {
 	timing := TimingFor(cfg.TimeoutScale)
 	rc := raftConfig(timing)
 	c := &Cluster{cfg: cfg, log: cfg.Logger, timing: timing,
-		allocs: make(chan *allocReq, 4096), stop: make(chan struct{}), pool: map[string][]net.Conn{},
+		allocs: make(chan *allocReq, 4096), forwards: make(chan *forward, 4096), stop: make(chan struct{}), pool: map[string]*streams{},
 		boot: newBoot(), holds: map[string]chan struct{}{}, confirmedGone: map[string]bool{},
 		disk: newDiskWatch(timing.SlowSync, time.Now)}
 	cfg.Store.TimeSyncs(func() func() { return c.disk.begin("a synced write of Pebble") })
@@ -337,8 +338,9 @@ func Open(cfg Config) (*Cluster, error) {
 		c.log.Info("bootstrapped a new cluster", "cluster_id", id)
 	}
 	c.standAtOnce()
-	c.stopped.Add(3)
+	c.stopped.Add(4)
 	go c.runGroupCommit()
+	go c.runForwards()
 	go c.watchRole()
 	go c.watchDisk()
 	return c, nil
@@ -381,18 +383,6 @@ func (c *Cluster) Close() error {
 	c.logs.Close()
 	c.closeIdle()
 	return err
-}
-
-// closeIdle closes the pooled node-to-node streams, for good.
-func (c *Cluster) closeIdle() {
-	c.poolMu.Lock()
-	for _, idle := range c.pool {
-		for _, conn := range idle {
-			conn.Close()
-		}
-	}
-	c.pool = nil
-	c.poolMu.Unlock()
 }
 
 func (c *Cluster) logRefused(from, theirs string) {

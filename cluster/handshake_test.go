@@ -132,8 +132,8 @@ func TestHandshake(t *testing.T) {
 	// A wrong secret, and none: the dialer is told, nothing is served.
 	for _, guess := range []string{"guess", ""} {
 		conn, err := dialerMux(tcpNetwork{}, guess, "c1").dial(addr, streamRPC, 2*time.Second)
-		if !errors.Is(err, ErrAuth) {
-			t.Fatalf("dial with secret %q: %v, want ErrAuth", guess, err)
+		if !errors.Is(err, ErrAuth) || !strings.Contains(err.Error(), "refused this node's proof") {
+			t.Fatalf("dial with secret %q: %v, want ErrAuth, its proof refused", guess, err)
 		}
 		if conn != nil {
 			t.Fatal("a refused dial returned a connection")
@@ -157,8 +157,8 @@ func TestHandshake(t *testing.T) {
 	replay.SetReadDeadline(time.Now().Add(5 * time.Second))
 	got, _ := io.ReadAll(replay)
 	replay.Close()
-	if len(got) != nonceSize {
-		t.Fatalf("a replayed handshake got %d bytes back (want only the acceptor's %d-byte nonce): %q", len(got), nonceSize, got)
+	if len(got) != nonceSize+len(proofRefused) || !bytes.Equal(got[nonceSize:], proofRefused[:]) {
+		t.Fatalf("a replayed handshake got %d bytes back (want only the acceptor's %d-byte nonce, then its refusal): %q", len(got), nonceSize, got)
 	}
 
 	// Today's header (kind, cluster ID) without the handshake: refused at
@@ -480,4 +480,69 @@ func soloLeader(t *testing.T, log io.Writer) *Cluster {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// stallingNet is TCP whose dialed connections run hook before their
+// second write (the dialer's proof).
+type stallingNet struct{ hook func() }
+
+type stallingConn struct {
+	net.Conn
+	writes int
+	hook   func()
+}
+
+func (n stallingNet) Dial(addr string, timeout time.Duration) (net.Conn, error) {
+	c, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return &stallingConn{Conn: c, hook: n.hook}, nil
+}
+
+func (n stallingNet) Accept() (net.Conn, error) { return nil, net.ErrClosed }
+func (n stallingNet) Close() error              { return nil }
+func (n stallingNet) Addr() net.Addr            { return nil }
+
+func (c *stallingConn) Write(b []byte) (int, error) {
+	if c.writes++; c.writes == 2 {
+		c.hook()
+	}
+	return c.Conn.Write(b)
+}
+
+// TestHandshakeClosedToMakeRoomIsNotAWrongSecret: a dialer with the secret
+// whose handshake the acceptor closes to make room for maxHandshakes newer
+// ones is told the node is busy with handshakes, not that its secret is
+// wrong (no ErrAuth); the acceptor logs it as a handshake closed to make
+// room, not as a refused proof.
+func TestHandshakeClosedToMakeRoomIsNotAWrongSecret(t *testing.T) {
+	m, log, _ := acceptorMux(t, "pw")
+	addr := m.addr.String()
+	var silent []net.Conn
+	defer func() {
+		for _, c := range silent {
+			c.Close()
+		}
+	}()
+	crowd := func() { // maxHandshakes newer handshakes: the dialer's is the longest under way
+		for range maxHandshakes {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			silent = append(silent, c)
+		}
+		wait.For(t, 5*time.Second, "the dialer's handshake closed to make room", func() (bool, string) {
+			return m.unproved.Load() > 0, log.String()
+		})
+	}
+	_, err := dialerMux(stallingNet{hook: crowd}, "pw", "c1").dial(addr, streamRPC, 5*time.Second)
+	if err == nil || errors.Is(err, ErrAuth) || !strings.Contains(err.Error(), "busy with handshakes") {
+		t.Fatalf("a handshake closed to make room: %v, want the node busy with handshakes, not ErrAuth", err)
+	}
+	if strings.Contains(log.String(), unprovedMsg) {
+		t.Fatalf("the acceptor logged a handshake it closed to make room as a refused proof:\n%s", log)
+	}
 }

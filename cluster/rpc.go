@@ -39,7 +39,7 @@ const (
 //	dialer:   helloV1, kind, len(cluster ID), cluster ID, len(target), target, dialer nonce
 //	acceptor: acceptor nonce
 //	dialer:   HMAC-SHA256(secret, "dialer" | transcript)
-//	acceptor: HMAC-SHA256(secret, "acceptor" | transcript)
+//	acceptor: HMAC-SHA256(secret, "acceptor" | transcript), or proofRefused when the dialer's proof is wrong
 //
 // The target is the node ID a Raft stream's dialer reaches for at that
 // address ("" when it does not know it, and for node-to-node requests): an
@@ -61,6 +61,18 @@ const (
 	handshakeTimeout      = 5 * time.Second // an acceptor's bound on the whole handshake
 	maxHandshakes         = 64              // handshakes an acceptor runs at once; past it a new one closes the one that waited longest
 )
+
+// proofRefused is what an acceptor sends, in place of its proof, to a
+// dialer whose proof is wrong, before it closes the connection: the dialer
+// tells a wrong cluster secret from a connection closed before its
+// handshake ended, which says nothing of the secret (closedEarly). It
+// cannot be a proof: no HMAC output is a known constant.
+var proofRefused = [sha256.Size]byte([]byte("idserver: proof refused, closing"))
+
+// closedEarly is why an acceptor closes a connection before its handshake
+// ends, other than a wrong proof.
+var closedEarly = fmt.Sprintf("the node is busy with handshakes: it runs %d at once and closes the one that waited longest "+
+	"to make room for another; or it is shutting down, or is of a build that closes without saying when the cluster secret differs", maxHandshakes)
 
 // handshake is what both ends of one connection prove over.
 type handshake struct {
@@ -94,15 +106,17 @@ func (m *mux) openAsDialer(conn net.Conn, kind byte, target string) error {
 		return err
 	}
 	if _, err := io.ReadFull(conn, h.acceptorNonce[:]); err != nil {
-		return fmt.Errorf("%w: no handshake from the node (not an idserver with the handshake, or one turning connections away: "+
-			"too many handshakes under way there): %v", ErrAuth, err)
+		return fmt.Errorf("no handshake from the node (%s, or not an idserver with the handshake): %v", closedEarly, err)
 	}
 	if _, err := conn.Write(h.proof(m.secret, "dialer")); err != nil {
 		return err
 	}
 	theirs := make([]byte, sha256.Size)
 	if _, err := io.ReadFull(conn, theirs); err != nil {
-		return fmt.Errorf("%w: the node refused this node's proof (is --cluster-secret, or --requirepass, the same on every node?): %v", ErrAuth, err)
+		return fmt.Errorf("the node closed the connection before the handshake ended (%s): %v", closedEarly, err)
+	}
+	if hmac.Equal(theirs, proofRefused[:]) {
+		return fmt.Errorf("%w: the node refused this node's proof (is --cluster-secret, or --requirepass, the same on every node?)", ErrAuth)
 	}
 	if !hmac.Equal(theirs, h.proof(m.secret, "acceptor")) {
 		return fmt.Errorf("%w: the node's proof is wrong: it does not know the cluster secret", ErrAuth)
@@ -143,6 +157,7 @@ func (m *mux) openAsAcceptor(conn net.Conn) (*handshake, error) {
 		return nil, fmt.Errorf("no proof: %w", err)
 	}
 	if !hmac.Equal(theirs, h.proof(m.secret, "dialer")) {
+		conn.Write(proofRefused[:])
 		return nil, errors.New("wrong proof: the dialer does not know the cluster secret")
 	}
 	if _, err := conn.Write(h.proof(m.secret, "acceptor")); err != nil {
@@ -267,7 +282,10 @@ func (m *mux) route(conn net.Conn) {
 	conn.SetDeadline(time.Now().Add(handshakeTimeout))
 	h, err := m.openAsAcceptor(conn)
 	if m.end(o) {
-		err = fmt.Errorf("closed to make room: %d handshakes under way, this one the longest", maxHandshakes)
+		conn.Close()
+		m.logRefusal(busyMsg, conn.RemoteAddr().String(),
+			fmt.Errorf("closed to make room: %d handshakes under way, this one the longest", maxHandshakes))
+		return
 	}
 	if err != nil {
 		conn.Close()
@@ -305,7 +323,10 @@ func (m *mux) route(conn net.Conn) {
 	}
 }
 
-const unprovedMsg = "refused a connection to the Raft port: no proof of the cluster secret"
+const (
+	unprovedMsg = "refused a connection to the Raft port: no proof of the cluster secret"
+	busyMsg     = "closed a connection to the Raft port before its handshake ended: too many handshakes under way"
+)
 
 // opening is one handshake under way.
 type opening struct {
@@ -858,11 +879,13 @@ func (c *Cluster) answer(req *request) *response {
 	return fail(fmt.Errorf("unknown node-to-node request %d", req.Op))
 }
 
-// call sends one request to the node whose Raft address is addr. A pooled
-// stream that turns out dead (its peer restarted, a partition closed it) is
-// dropped, with the rest of that address's pool, and the request is sent
-// once more on a new stream: a request answered but whose answer was lost
-// costs a gap (an allocation is made again), never a repeat.
+// call sends one request to the node whose Raft address is addr, on one of
+// the streams it holds to addr (streams.go). A pooled stream that turns
+// out dead (its peer restarted, a partition closed it) is dropped, with
+// the rest of that address's idle streams, and the request is sent once
+// more on a new stream: a request answered but whose answer was lost
+// costs a gap (an allocation is made again), never a repeat. The request
+// ends at ctx's deadline (or the call budget), or when ctx is cancelled.
 func (c *Cluster) call(ctx context.Context, addr string, req *request) (*response, error) {
 	req.Cluster = c.ClusterID()
 	deadline, ok := ctx.Deadline()
@@ -871,11 +894,12 @@ func (c *Cluster) call(ctx context.Context, addr string, req *request) (*respons
 	}
 	for {
 		req.Seq = c.seq.Add(1)
-		conn, pooled, err := c.idleConn(addr)
+		conn, pooled, err := c.takeConn(ctx, addr, deadline)
 		if err != nil {
 			return nil, fmt.Errorf("node at %s: %w", addr, err)
 		}
 		conn.SetDeadline(deadline)
+		cancelled := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
 		var resp response
 		err = writeFrame(conn, req)
 		if err == nil {
@@ -886,52 +910,20 @@ func (c *Cluster) call(ctx context.Context, addr string, req *request) (*respons
 			c.log.Error("a node-to-node stream answered another request; dropping it", "addr", addr, "err", err)
 		}
 		if err != nil {
-			conn.Close()
-			if pooled && time.Now().Before(deadline) {
+			cancelled()
+			c.releaseConn(addr, conn, false)
+			if pooled && ctx.Err() == nil && time.Now().Before(deadline) {
 				c.dropIdle(addr)
 				continue
 			}
 			return nil, fmt.Errorf("node at %s: %w", addr, err)
 		}
+		// A stream whose deadline ctx's end may have moved goes no further.
+		keep := cancelled()
 		conn.SetDeadline(time.Time{})
-		c.putConn(addr, conn)
+		c.releaseConn(addr, conn, keep)
 		return &resp, resp.err()
 	}
-}
-
-// idleConn takes a pooled stream to addr, or dials one.
-func (c *Cluster) idleConn(addr string) (conn net.Conn, pooled bool, err error) {
-	c.poolMu.Lock()
-	if idle := c.pool[addr]; len(idle) > 0 {
-		conn := idle[len(idle)-1]
-		c.pool[addr] = idle[:len(idle)-1]
-		c.poolMu.Unlock()
-		return conn, true, nil
-	}
-	c.poolMu.Unlock()
-	conn, err = c.mux.dial(addr, streamRPC, c.timing.Election*2)
-	return conn, false, err
-}
-
-// dropIdle closes the pooled streams to addr.
-func (c *Cluster) dropIdle(addr string) {
-	c.poolMu.Lock()
-	idle := c.pool[addr]
-	delete(c.pool, addr)
-	c.poolMu.Unlock()
-	for _, conn := range idle {
-		conn.Close()
-	}
-}
-
-func (c *Cluster) putConn(addr string, conn net.Conn) {
-	c.poolMu.Lock()
-	defer c.poolMu.Unlock()
-	if c.pool == nil || len(c.pool[addr]) >= 8 {
-		conn.Close()
-		return
-	}
-	c.pool[addr] = append(c.pool[addr], conn)
 }
 
 // toLeader sends a request to the leader's Raft address. With no leader

@@ -112,77 +112,15 @@ func (c *Cluster) allocLocal(ctx context.Context, items []allocItem) ([]allocRes
 	}
 }
 
-// groupHold is the longest an entry waits for more requests.
-const groupHold = 5 * time.Millisecond
-
 // runGroupCommit drains waiting allocations into one log entry at a time
-// (uhaha's runWriteApplier): the more requests arrive during an Apply, the
-// more the next one carries. The next entry waits until it carries the
-// requests the last one carried as well as those already waiting when the
-// last one was applied, for at most as long as the last one took to apply
-// (and never over groupHold): clients that each wait for their new tag
-// come back together after a commit, and one entry then carries them all
-// instead of leaving them to the entry after, each group with its own
-// synced write. A wait that ends without them (requests that arrive on
-// their own, not in answer to the last entry) makes the next 1, 3, 7, ...
-// up to 63 entries go without waiting, so that such requests seldom wait;
-// one that gets them ends the skipping. A lone client, whose entries carry
-// one request, never waits.
+// (uhaha's runWriteApplier), gathered as gather says.
 func (c *Cluster) runGroupCommit() {
 	defer c.stopped.Done()
-	hold := time.NewTimer(groupHold)
-	hold.Stop()
-	want := 0              // requests the next entry waits for: see above
-	var took time.Duration // how long the last entry took to apply
-	skip, backoff := 0, 0  // entries left that do not wait; how many a fruitless wait skips
+	g := newGather(c.allocs, c.stop, func(r *allocReq) int { return len(r.items) })
 	for {
-		var batch []*allocReq
-		items := 0
-		select {
-		case <-c.stop:
+		batch, items := g.next()
+		if batch == nil {
 			return
-		case req := <-c.allocs:
-			batch = append(batch, req)
-			items += len(req.items)
-		}
-		var held <-chan time.Time // hold's channel once this entry waits
-		late := false             // the wait ended before the requests came
-	drain:
-		for items < 1024 {
-			select {
-			case req := <-c.allocs:
-				batch = append(batch, req)
-				items += len(req.items)
-				continue
-			default:
-			}
-			if len(batch) >= want || skip > 0 {
-				break
-			}
-			if held == nil {
-				hold.Reset(min(took, groupHold))
-				held = hold.C
-			}
-			select {
-			case req := <-c.allocs:
-				batch = append(batch, req)
-				items += len(req.items)
-			case <-held:
-				late = true
-				break drain
-			case <-c.stop:
-				break drain
-			}
-		}
-		hold.Stop()
-		switch {
-		case skip > 0:
-			skip--
-		case late:
-			backoff = min(2*backoff+1, 63)
-			skip = backoff
-		case held != nil:
-			backoff = 0
 		}
 		all := make([]allocItem, 0, items)
 		for _, r := range batch {
@@ -190,13 +128,11 @@ func (c *Cluster) runGroupCommit() {
 		}
 		start := time.Now()
 		resp, err := c.apply(c.allocEntry(all))
-		took = time.Since(start)
+		g.handled(len(batch), time.Since(start))
 		results, _ := resp.([]allocResult)
 		if err == nil && len(results) != items {
 			err = noLeader(ErrNotApplied, "allocation lost its answer")
 		}
-		// Counted before any answer goes out, so none of them is back yet.
-		want = len(batch) + len(c.allocs)
 		for _, r := range batch {
 			if err != nil {
 				r.done <- allocDone{err: err}

@@ -8,12 +8,10 @@ import (
 // A follower forwards allocations to the leader in batches, as the leader
 // commits them in groups: while a request to the leader is in flight, the
 // allocations that come meanwhile wait, and the next request carries all
-// of them (up to maxForwardItems), each with its own result. A burst of
+// of them (up to maxBatchItems), each with its own result. A burst of
 // connections making new tags through a follower costs the leader a few
 // requests on a stream already open, not a stream and a handshake each.
-const maxForwardItems = 1024
-
-// forward is one caller's allocation waiting to be forwarded.
+// A forward is one caller's allocation waiting to be forwarded.
 type forward struct {
 	ctx   context.Context
 	items []allocItem
@@ -41,68 +39,29 @@ func (c *Cluster) forwardAlloc(ctx context.Context, items []allocItem) ([]allocR
 }
 
 // runForwards drains the waiting allocations into one request to the
-// leader at a time, as runGroupCommit drains them into log entries: the
-// next request waits until it carries as many items as the last one
-// carried and those queued when it came back, for at most as long as the
-// last one took (never over groupHold). Callers that each wait for their
-// answer come back together, and one request then carries them all
-// instead of leaving most of them to the request after; a lone caller,
-// whose requests carry one item, never waits.
+// leader at a time, gathered as the group commit's entries are (gather).
+// A caller gone before its batch leaves has nothing allocated for it.
 func (c *Cluster) runForwards() {
 	defer c.stopped.Done()
-	hold := time.NewTimer(groupHold)
-	hold.Stop()
-	want := 0              // items the next request waits for: see above
-	var took time.Duration // how long the last request took
+	g := newGather(c.forwards, c.stop, func(f *forward) int { return len(f.items) })
 	for {
+		gathered, _ := g.next()
+		if gathered == nil {
+			return
+		}
 		var batch []*forward
 		items := 0
-		add := func(f *forward) {
-			if f.ctx.Err() != nil {
-				return // its caller is gone: nothing to allocate for it
-			}
-			batch = append(batch, f)
-			items += len(f.items)
-		}
-		for len(batch) == 0 {
-			select {
-			case f := <-c.forwards:
-				add(f)
-			case <-c.stop:
-				return
+		for _, f := range gathered {
+			if f.ctx.Err() == nil {
+				batch, items = append(batch, f), items+len(f.items)
 			}
 		}
-		var held <-chan time.Time // hold's channel once this request waits
-	drain:
-		for items < maxForwardItems {
-			select {
-			case f := <-c.forwards:
-				add(f)
-				continue
-			default:
-			}
-			if items >= want {
-				break
-			}
-			if held == nil {
-				hold.Reset(min(took, groupHold))
-				held = hold.C
-			}
-			select {
-			case f := <-c.forwards:
-				add(f)
-			case <-held:
-				break drain
-			case <-c.stop:
-				break drain
-			}
+		if len(batch) == 0 {
+			continue
 		}
-		hold.Stop()
 		start := time.Now()
 		results, err := c.sendForwards(batch, items)
-		took = time.Since(start)
-		// Counted before any answer goes out, so none of them is back yet.
-		want = items + len(c.forwards)
+		g.handled(len(gathered), time.Since(start))
 		for _, f := range batch {
 			if err != nil {
 				f.done <- allocDone{err: err}

@@ -12,8 +12,11 @@ import (
 // one to come back (until its deadline) instead of dialing: every dial
 // costs the other node a handshake, and it runs at most maxHandshakes at
 // once, closing the one that waited longest past them. Two other members
-// at maxStreams each, with Raft's own streams, stay well below it.
-const maxStreams = 16
+// opening maxStreams each at once stay within it (streams stay open once
+// dialed, so a member handshakes only while it opens them); more streams
+// than 16 keep forwarded SETs and GETs, which each wait for a commit or a
+// read index, from queueing behind one another.
+const maxStreams = 32
 
 // streams is the node-to-node streams to one address.
 type streams struct {

@@ -10,8 +10,10 @@ import (
 	"idserver/engine"
 )
 
-// allocReq is one Allocate waiting for the group commit.
+// allocReq is one caller's allocation waiting for a batch: the leader's
+// group commit, or a follower's next request to the leader (forward.go).
 type allocReq struct {
+	ctx   context.Context
 	items []allocItem
 	done  chan allocDone
 }
@@ -19,6 +21,38 @@ type allocReq struct {
 type allocDone struct {
 	results []allocResult
 	err     error
+}
+
+// queue puts items on q for its batch loop and waits for their results,
+// until ctx ends: the allocation may then still commit (a gap, never a
+// repeat).
+func (c *Cluster) queue(ctx context.Context, q chan *allocReq, items []allocItem) ([]allocResult, error) {
+	req := &allocReq{ctx: ctx, items: items, done: make(chan allocDone, 1)}
+	select {
+	case q <- req:
+	case <-ctx.Done():
+		return nil, noLeader(ErrNotApplied, "%v", ctx.Err())
+	case <-c.stop:
+		return nil, noLeader(ErrLeaderUnknown, "node %s is closing", c.cfg.NodeID)
+	}
+	select {
+	case d := <-req.done:
+		return d.results, d.err
+	case <-ctx.Done():
+		return nil, noLeader(ErrNotApplied, "%v", ctx.Err())
+	}
+}
+
+// answer gives each request of batch its own results, in order, or err.
+func answer(batch []*allocReq, results []allocResult, err error) {
+	for _, r := range batch {
+		if err != nil {
+			r.done <- allocDone{err: err}
+			continue
+		}
+		r.done <- allocDone{results: results[:len(r.items)]}
+		results = results[len(r.items):]
+	}
 }
 
 // Allocate reserves n contiguous values of tag, cluster-wide. On the leader
@@ -98,18 +132,7 @@ func (c *Cluster) allocLocal(ctx context.Context, items []allocItem) ([]allocRes
 	for _, it := range items {
 		c.waitHold(ctx, it.Tag, c.timing.Heartbeat)
 	}
-	req := &allocReq{items: items, done: make(chan allocDone, 1)}
-	select {
-	case c.allocs <- req:
-	case <-ctx.Done():
-		return nil, noLeader(ErrNotApplied, "%v", ctx.Err())
-	}
-	select {
-	case d := <-req.done:
-		return d.results, d.err
-	case <-ctx.Done():
-		return nil, noLeader(ErrNotApplied, "%v", ctx.Err())
-	}
+	return c.queue(ctx, c.allocs, items)
 }
 
 // runGroupCommit drains waiting allocations into one log entry at a time
@@ -133,14 +156,7 @@ func (c *Cluster) runGroupCommit() {
 		if err == nil && len(results) != items {
 			err = noLeader(ErrNotApplied, "allocation lost its answer")
 		}
-		for _, r := range batch {
-			if err != nil {
-				r.done <- allocDone{err: err}
-				continue
-			}
-			r.done <- allocDone{results: results[:len(r.items)]}
-			results = results[len(r.items):]
-		}
+		answer(batch, results, err)
 	}
 }
 

@@ -140,7 +140,7 @@ type Cluster struct {
 	cluster atomic.Pointer[string] // this node's cluster ID, "" before bootstrap or admission
 
 	allocs   chan *allocReq
-	forwards chan *forward // allocations to forward to the leader (forward.go)
+	forwards chan *allocReq // allocations to forward to the leader (forward.go)
 	stop     chan struct{}
 	stopped  sync.WaitGroup
 	applies  atomic.Int64 // log entries this node proposed as leader
@@ -183,7 +183,7 @@ func Open(cfg Config) (*Cluster, error) {
 	timing := TimingFor(cfg.TimeoutScale)
 	rc := raftConfig(timing)
 	c := &Cluster{cfg: cfg, log: cfg.Logger, timing: timing,
-		allocs: make(chan *allocReq, 4096), forwards: make(chan *forward, 4096), stop: make(chan struct{}), pool: map[string]*streams{},
+		allocs: make(chan *allocReq, 4096), forwards: make(chan *allocReq, 4096), stop: make(chan struct{}), pool: map[string]*streams{},
 		boot: newBoot(), holds: map[string]chan struct{}{}, confirmedGone: map[string]bool{},
 		disk: newDiskWatch(timing.SlowSync, time.Now)}
 	cfg.Store.TimeSyncs(func() func() { return c.disk.begin("a synced write of Pebble") })

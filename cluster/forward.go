@@ -5,37 +5,17 @@ import (
 	"time"
 )
 
-// A follower forwards allocations to the leader in batches, as the leader
-// commits them in groups: while a request to the leader is in flight, the
-// allocations that come meanwhile wait, and the next request carries all
-// of them (up to maxBatchItems), each with its own result. A burst of
-// connections making new tags through a follower costs the leader a few
-// requests on a stream already open, not a stream and a handshake each.
-// A forward is one caller's allocation waiting to be forwarded.
-type forward struct {
-	ctx   context.Context
-	items []allocItem
-	done  chan allocDone
-}
-
 // forwardAlloc sends items to the leader in the next batch: one result
 // per item, or an error for all of them. It returns when ctx ends, the
 // allocation then still on its way (a gap if it commits, never a repeat).
+// A follower forwards its allocations in batches, as the leader commits
+// them in groups: while a request to the leader is in flight, those that
+// come meanwhile wait, and the next request carries all of them (up to
+// maxBatchItems), each with its own result. A burst of connections making
+// new tags through a follower so costs the leader a few requests on a
+// stream already open, not a stream and a handshake each.
 func (c *Cluster) forwardAlloc(ctx context.Context, items []allocItem) ([]allocResult, error) {
-	f := &forward{ctx: ctx, items: items, done: make(chan allocDone, 1)}
-	select {
-	case c.forwards <- f:
-	case <-ctx.Done():
-		return nil, noLeader(ErrNotApplied, "%v", ctx.Err())
-	case <-c.stop:
-		return nil, noLeader(ErrLeaderUnknown, "node %s is closing", c.cfg.NodeID)
-	}
-	select {
-	case d := <-f.done:
-		return d.results, d.err
-	case <-ctx.Done():
-		return nil, noLeader(ErrNotApplied, "%v", ctx.Err())
-	}
+	return c.queue(ctx, c.forwards, items)
 }
 
 // runForwards drains the waiting allocations into one request to the
@@ -43,13 +23,13 @@ func (c *Cluster) forwardAlloc(ctx context.Context, items []allocItem) ([]allocR
 // A caller gone before its batch leaves has nothing allocated for it.
 func (c *Cluster) runForwards() {
 	defer c.stopped.Done()
-	g := newGather(c.forwards, c.stop, func(f *forward) int { return len(f.items) })
+	g := newGather(c.forwards, c.stop, func(f *allocReq) int { return len(f.items) })
 	for {
 		gathered, _ := g.next()
 		if gathered == nil {
 			return
 		}
-		var batch []*forward
+		var batch []*allocReq
 		items := 0
 		for _, f := range gathered {
 			if f.ctx.Err() == nil {
@@ -62,20 +42,13 @@ func (c *Cluster) runForwards() {
 		start := time.Now()
 		results, err := c.sendForwards(batch, items)
 		g.handled(len(gathered), time.Since(start))
-		for _, f := range batch {
-			if err != nil {
-				f.done <- allocDone{err: err}
-				continue
-			}
-			f.done <- allocDone{results: results[:len(f.items)]}
-			results = results[len(f.items):]
-		}
+		answer(batch, results, err)
 	}
 }
 
 // sendForwards sends batch's items to the leader in one request, until
 // the last of its callers' deadlines: one result per item, or an error.
-func (c *Cluster) sendForwards(batch []*forward, items int) ([]allocResult, error) {
+func (c *Cluster) sendForwards(batch []*allocReq, items int) ([]allocResult, error) {
 	var deadline time.Time
 	all := make([]allocItem, 0, items)
 	for _, f := range batch {

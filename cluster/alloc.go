@@ -43,8 +43,8 @@ func (c *Cluster) queue(ctx context.Context, q chan *allocReq, items []allocItem
 	}
 }
 
-// answer gives each request of batch its own results, in order, or err.
-func answer(batch []*allocReq, results []allocResult, err error) {
+// answerEach gives each request of batch its own results, in order, or err.
+func answerEach(batch []*allocReq, results []allocResult, err error) {
 	for _, r := range batch {
 		if err != nil {
 			r.done <- allocDone{err: err}
@@ -139,7 +139,7 @@ func (c *Cluster) allocLocal(ctx context.Context, items []allocItem) ([]allocRes
 // (uhaha's runWriteApplier), gathered as gather says.
 func (c *Cluster) runGroupCommit() {
 	defer c.stopped.Done()
-	g := newGather(c.allocs, c.stop, func(r *allocReq) int { return len(r.items) })
+	g := newGather(c.allocs, c.stop)
 	for {
 		batch, items := g.next()
 		if batch == nil {
@@ -156,7 +156,7 @@ func (c *Cluster) runGroupCommit() {
 		if err == nil && len(results) != items {
 			err = noLeader(ErrNotApplied, "allocation lost its answer")
 		}
-		answer(batch, results, err)
+		answerEach(batch, results, err)
 	}
 }
 

@@ -23,7 +23,7 @@ func (c *Cluster) forwardAlloc(ctx context.Context, items []allocItem) ([]allocR
 // A caller gone before its batch leaves has nothing allocated for it.
 func (c *Cluster) runForwards() {
 	defer c.stopped.Done()
-	g := newGather(c.forwards, c.stop, func(f *allocReq) int { return len(f.items) })
+	g := newGather(c.forwards, c.stop)
 	for {
 		gathered, _ := g.next()
 		if gathered == nil {
@@ -42,7 +42,7 @@ func (c *Cluster) runForwards() {
 		start := time.Now()
 		results, err := c.sendForwards(batch, items)
 		g.handled(len(gathered), time.Since(start))
-		answer(batch, results, err)
+		answerEach(batch, results, err)
 	}
 }
 

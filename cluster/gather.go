@@ -23,32 +23,31 @@ const maxBatchItems = 1024
 // up to 63 batches go without waiting, so that such requests seldom wait;
 // a batch that gets them, waiting or not, ends the skipping. A lone
 // client, whose batches hold one request, never waits.
-type gather[T any] struct {
-	in    <-chan T
-	stop  <-chan struct{}
-	items func(T) int // how many items a request carries
-	hold  *time.Timer
-	max   time.Duration // the longest wait: groupHold (tests raise it)
+type gather struct {
+	in   <-chan *allocReq
+	stop <-chan struct{}
+	hold *time.Timer
+	max  time.Duration // the longest wait: groupHold (tests raise it)
 
 	want          int           // requests the next batch waits for
 	took          time.Duration // how long the last batch took
 	skip, backoff int           // batches left that do not wait; how many a fruitless wait skips
 }
 
-func newGather[T any](in <-chan T, stop <-chan struct{}, items func(T) int) *gather[T] {
+func newGather(in <-chan *allocReq, stop <-chan struct{}) *gather {
 	hold := time.NewTimer(groupHold)
 	hold.Stop()
-	return &gather[T]{in: in, stop: stop, items: items, hold: hold, max: groupHold}
+	return &gather{in: in, stop: stop, hold: hold, max: groupHold}
 }
 
 // next waits for a request and returns the batch it starts, with its item
 // count; nil once stop is closed with no request taken.
-func (g *gather[T]) next() (batch []T, items int) {
+func (g *gather) next() (batch []*allocReq, items int) {
 	select {
 	case <-g.stop:
 		return nil, 0
 	case r := <-g.in:
-		batch, items = append(batch, r), g.items(r)
+		batch, items = append(batch, r), len(r.items)
 	}
 	var held <-chan time.Time // hold's channel once this batch waits
 	late := false             // the wait ended before the requests came
@@ -56,7 +55,7 @@ drain:
 	for items < maxBatchItems {
 		select {
 		case r := <-g.in:
-			batch, items = append(batch, r), items+g.items(r)
+			batch, items = append(batch, r), items+len(r.items)
 			continue
 		default:
 		}
@@ -69,7 +68,7 @@ drain:
 		}
 		select {
 		case r := <-g.in:
-			batch, items = append(batch, r), items+g.items(r)
+			batch, items = append(batch, r), items+len(r.items)
 		case <-held:
 			late = true
 			break drain
@@ -92,6 +91,6 @@ drain:
 
 // handled records the batch of n requests just handled, in took: it is
 // called before any of its answers goes out, so that none is back yet.
-func (g *gather[T]) handled(n int, took time.Duration) {
+func (g *gather) handled(n int, took time.Duration) {
 	g.took, g.want = took, n+len(g.in)
 }
